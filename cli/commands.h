@@ -1,0 +1,10 @@
+// One file per subcommand; each registers itself on the app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace qforge::cli {
+
+void register_info(CLI::App& app);
+
+}  // namespace qforge::cli

@@ -1,0 +1,24 @@
+// qforge: the command-line entry point. Errors print one line naming what was wrong and
+// exit non-zero.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "jit/base/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qforge: JIT-compiled quantized LLM inference for x86 CPUs"};
+  app.require_subcommand(1);
+  qforge::cli::register_info(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qforge: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,48 @@
+// A 64-byte aligned, zero-initialised heap buffer (one cache line, one zmm, one AMX row).
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace qforge {
+
+inline constexpr std::size_t kCacheLine = 64;
+
+constexpr std::size_t round_up(std::size_t value, std::size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+template <typename T>
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t count) { resize(count); }
+
+  void resize(std::size_t count) {
+    const std::size_t bytes = round_up(count * sizeof(T) + (count == 0), kCacheLine);
+    void* memory = std::aligned_alloc(kCacheLine, bytes);
+    if (!memory) throw std::bad_alloc();
+    std::memset(memory, 0, bytes);
+    data_.reset(static_cast<T*>(memory));
+    size_ = count;
+  }
+
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+  T& operator[](std::size_t i) { return data_.get()[i]; }
+  const T& operator[](std::size_t i) const { return data_.get()[i]; }
+
+ private:
+  struct Free {
+    void operator()(T* p) const { std::free(p); }
+  };
+  std::unique_ptr<T, Free> data_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace qforge

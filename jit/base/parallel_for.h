@@ -1,0 +1,46 @@
+// parallel_for for load-time work (packing, quantization): splits [0, count) into
+// contiguous chunks over `threads` std::threads. Not for the per-token hot path (that
+// uses the persistent pool in ops/linear). Exceptions from any chunk are rethrown.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qforge {
+
+inline int default_load_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+template <typename Body>  // Body(std::int64_t begin, std::int64_t end)
+void parallel_for(std::int64_t count, int threads, Body&& body) {
+  threads =
+      static_cast<int>(std::clamp<std::int64_t>(threads, 1, std::max<std::int64_t>(count, 1)));
+  if (threads == 1) {
+    body(std::int64_t{0}, count);
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  for (int t = 0; t < threads; ++t) {
+    const std::int64_t begin = count * t / threads, end = count * (t + 1) / threads;
+    workers.emplace_back([&, begin, end] {
+      try {
+        body(begin, end);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace qforge

@@ -1,0 +1,128 @@
+#include "ops/quant/activation.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "jit/cpu/cpu_info.h"
+
+namespace qforge {
+
+float round_half_away(float v) {
+  return std::round(v);
+}
+
+void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t k,
+                         std::int64_t k_padded, std::int64_t group) {
+  QF_REQUIRE(m > 0 && k > 0 && group > 0 && k_padded >= k && k_padded % group == 0,
+             "activations: bad shape M ", m, ", K ", k, ", Kp ", k_padded, ", g ", group);
+  const std::int64_t stride = static_cast<std::int64_t>(round_up(k_padded, kCacheLine));
+  const bool same = out.m == m && out.k == k && out.k_padded == k_padded && out.group == group;
+  if (same) return;
+  out.m = m;
+  out.k = k;
+  out.k_padded = k_padded;
+  out.group = group;
+  out.row_stride = stride;
+  out.xu.resize(m * stride);
+  out.scale.resize(m);
+  out.group_sums.resize(m * (k_padded / group));
+  std::memset(out.xu.data(), 128, m * stride);  // padding: xq = 0
+}
+
+namespace {
+
+float row_scale(const float* x, std::int64_t k) {
+  float max_abs = 0.f;
+  for (std::int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(x[i]));
+  return max_abs / 127.f;
+}
+
+void check_finite_row(const float* x, std::int64_t k, std::int64_t row) {
+  for (std::int64_t i = 0; i < k; ++i)
+    QF_REQUIRE(std::isfinite(x[i]), "activations: x[", row, "][", i, "] is not finite");
+}
+
+// Sums xq per group for one row, reading back the bytes just written (xu - 128).
+void row_group_sums(const std::uint8_t* xu, std::int64_t groups, std::int64_t group,
+                    std::int32_t* sums) {
+  for (std::int64_t j = 0; j < groups; ++j) {
+    std::int32_t s = 0;
+    for (std::int64_t i = 0; i < group; ++i) s += static_cast<int>(xu[j * group + i]) - 128;
+    sums[j] = s;
+  }
+}
+
+__attribute__((target("avx2,fma"))) void quantize_row_avx2(const float* x, std::int64_t k, float a,
+                                                           std::uint8_t* xu) {
+  // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
+  const __m256 div = _mm256_set1_ps(a);
+  const __m256 half = _mm256_set1_ps(0.5f);
+  const __m256 one = _mm256_set1_ps(1.f);
+  const __m256 sign_bit = _mm256_set1_ps(-0.f);
+  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
+  const __m256i bias = _mm256_set1_epi32(128);
+  std::int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), div);
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
+    const __m256 step = _mm256_or_ps(_mm256_and_ps(sign_bit, v), one);  // copysign(1, v)
+    const __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
+    const __m256i q =
+        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)), bias);
+    // 8 x int32 in [1, 255] -> 8 bytes.
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b = _mm_packus_epi16(w, w);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(xu + i), b);
+  }
+  for (; i < k; ++i) {
+    const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
+    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+  }
+}
+
+void quantize_row_scalar(const float* x, std::int64_t k, float a, std::uint8_t* xu) {
+  for (std::int64_t i = 0; i < k; ++i) {
+    const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
+    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+  }
+}
+
+template <bool kUseAvx2>
+void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) {
+  QF_REQUIRE(x != nullptr, "activations: input pointer is null");
+  for (std::int64_t r = 0; r < out.m; ++r) {
+    const float* row = x + r * ldx;
+    check_finite_row(row, out.k, r);
+    const float a = row_scale(row, out.k);
+    std::uint8_t* xu = out.xu.data() + r * out.row_stride;
+    out.scale[r] = a;
+    if (a == 0.f) {
+      std::memset(xu, 128, out.k);
+    } else if (kUseAvx2) {
+      quantize_row_avx2(row, out.k, a, xu);
+    } else {
+      quantize_row_scalar(row, out.k, a, xu);
+    }
+    row_group_sums(xu, out.groups(), out.group, out.group_sums.data() + r * out.groups());
+  }
+}
+
+}  // namespace
+
+void quantize_activations(const float* x, std::int64_t ldx, QuantizedActivations& out) {
+  if (cpu_info().isa.avx2)
+    quantize_rows<true>(x, ldx, out);
+  else
+    quantize_rows<false>(x, ldx, out);
+}
+
+void quantize_activations_reference(const float* x, std::int64_t ldx, QuantizedActivations& out) {
+  quantize_rows<false>(x, ldx, out);
+}
+
+}  // namespace qforge

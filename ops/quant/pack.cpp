@@ -1,0 +1,244 @@
+#include "ops/quant/pack.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
+
+namespace qforge {
+
+int operand_of(int q, int bits, bool asymmetric) {
+  if (bits == 8) return asymmetric ? q - 128 : q;
+  return asymmetric ? q : q + 8;
+}
+
+int value_of_operand(int operand, int bits, bool asymmetric) {
+  if (bits == 8) return asymmetric ? operand + 128 : operand;
+  return asymmetric ? operand : operand - 8;
+}
+
+int zero_coef_of(int zero_point, int bits, bool asymmetric) {
+  if (bits == 8) return asymmetric ? 128 - zero_point : 0;
+  return asymmetric ? -zero_point : -8;
+}
+
+namespace {
+
+// Stored values of one group for the 16 columns of a panel: q[c * g + i].
+struct PanelGroup {
+  std::vector<std::int16_t> q;
+  GroupParams params[kPanelWidth];
+};
+
+// Writes one group (rows + trailer) at `dst`; the rows must be zero on entry.
+void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
+                 const PackedGeometry& geo) {
+  const int bits = h.bits;
+  const bool asym = h.asymmetric != 0;
+  const std::int64_t g = h.group;
+  std::uint8_t* trailer = dst + geo.group_data_bytes;
+  for (int c = 0; c < kPanelWidth; ++c) {
+    const std::int16_t* q = pg.q.data() + c * g;
+    std::int32_t operand_sum = 0;
+    for (std::int64_t i = 0; i < g; ++i) {
+      const int operand = operand_of(q[i], bits, asym);
+      operand_sum += operand;
+      if (bits == 8) {
+        dst[(i / 4) * kRowBytes + c * 4 + i % 4] = static_cast<std::uint8_t>(operand);
+      } else {
+        const int shift = (i % 8) < 4 ? 0 : 4;
+        dst[(i / 8) * kRowBytes + c * 4 + i % 4] |= static_cast<std::uint8_t>(operand << shift);
+      }
+    }
+    const float scale = pg.params[c].scale;
+    const std::int32_t comp = 128 * operand_sum;
+    const std::int32_t zc = zero_coef_of(pg.params[c].zero_point, bits, asym);
+    std::memcpy(trailer + kTrailerScales + 4 * c, &scale, 4);
+    std::memcpy(trailer + kTrailerComp + 4 * c, &comp, 4);
+    if (asym) std::memcpy(trailer + kTrailerZeroCoef + 4 * c, &zc, 4);
+  }
+}
+
+// Maps packed panel P and lane c to (half, logical column); column < 0 is padding.
+struct PanelColumn {
+  int half;
+  std::int64_t column;
+};
+PanelColumn panel_column(const PackedHeader& h, std::int64_t panel, int lane) {
+  const bool pair = h.interleaved_pair != 0;
+  const int half = pair ? static_cast<int>(panel % 2) : 0;
+  const std::int64_t p = pair ? panel / 2 : panel;
+  const std::int64_t column = p * kPanelWidth + lane;
+  return {half, column < h.n ? column : -1};
+}
+
+PackedWeights allocate(const PackedHeader& h) {
+  PackedWeights packed;
+  packed.header = h;
+  packed.geometry = geometry_of(h);
+  packed.data.resize(static_cast<std::size_t>(packed.geometry.total_bytes));
+  return packed;
+}
+
+int resolve_threads(int threads) {
+  return threads > 0 ? threads : default_load_threads();
+}
+
+// Quantizes float matrices (one, or gate + up) into `packed`.
+void pack_from_float(PackedWeights& packed, const float* const sources[2], int threads) {
+  const PackedHeader& h = packed.header;
+  const PackedGeometry& geo = packed.geometry;
+  const QuantScheme scheme = scheme_of(h);
+  const std::int64_t k = h.k, g = h.group;
+  const int halves = h.interleaved_pair ? 2 : 1;
+  for (int s = 0; s < halves; ++s) {
+    QF_REQUIRE(sources[s] != nullptr, "pack: weights pointer is null");
+    require_finite(sources[s], h.n * k, "pack: weights");
+  }
+  GroupParams tensor_params[2];
+  if (scheme.granularity == Granularity::per_tensor)
+    for (int s = 0; s < halves; ++s)
+      tensor_params[s] = choose_group_params(sources[s], h.n * k, h.bits, h.asymmetric);
+
+  parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
+    PanelGroup pg;
+    pg.q.resize(kPanelWidth * g);
+    for (std::int64_t panel = begin; panel < end; ++panel) {
+      std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
+      for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
+        const std::int64_t k0 = j * g, count = std::min(g, k - k0);
+        for (int c = 0; c < kPanelWidth; ++c) {
+          const PanelColumn pc = panel_column(h, panel, c);
+          std::int16_t* q = pg.q.data() + c * g;
+          if (pc.column < 0) {
+            pg.params[c] = GroupParams{};
+            std::fill(q, q + g, std::int16_t{0});
+            continue;
+          }
+          const float* values = sources[pc.half] + pc.column * k + k0;
+          const GroupParams p = scheme.granularity == Granularity::per_tensor
+                                    ? tensor_params[pc.half]
+                                    : choose_group_params(values, count, h.bits, h.asymmetric);
+          pg.params[c] = p;
+          for (std::int64_t i = 0; i < g; ++i)
+            q[i] = static_cast<std::int16_t>(
+                quantize_value(i < count ? values[i] : 0.f, p, h.bits, h.asymmetric));
+        }
+        write_group(dst, pg, h, geo);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
+                           const QuantScheme& scheme, int threads) {
+  PackedWeights packed = allocate(make_packed_header(n, k, scheme));
+  const float* sources[2] = {weights, nullptr};
+  pack_from_float(packed, sources, threads);
+  return packed;
+}
+
+PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t n, std::int64_t k,
+                               const QuantScheme& scheme, int threads) {
+  PackedWeights packed = allocate(make_packed_header(n, k, scheme, /*interleaved_pair=*/true));
+  const float* sources[2] = {gate, up};
+  pack_from_float(packed, sources, threads);
+  return packed;
+}
+
+PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
+  PackedWeights packed = allocate(make_packed_header(t.n, t.k, t.scheme));
+  const PackedHeader& h = packed.header;
+  const PackedGeometry& geo = packed.geometry;
+  QF_REQUIRE(t.k_padded == h.k_padded && t.group == h.group &&
+                 static_cast<std::int64_t>(t.q.size()) == t.n * t.k_padded &&
+                 static_cast<std::int64_t>(t.scales.size()) == t.n * geo.groups &&
+                 static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups,
+             "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
+  const int q_min = h.bits == 8 ? (h.asymmetric ? 0 : -128) : (h.asymmetric ? 0 : -8);
+  const int q_max = h.bits == 8 ? (h.asymmetric ? 255 : 127) : (h.asymmetric ? 15 : 7);
+  parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
+    PanelGroup pg;
+    pg.q.resize(kPanelWidth * h.group);
+    for (std::int64_t panel = begin; panel < end; ++panel) {
+      std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
+      for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
+        for (int c = 0; c < kPanelWidth; ++c) {
+          const std::int64_t column = panel_column(h, panel, c).column;
+          std::int16_t* q = pg.q.data() + c * h.group;
+          if (column < 0) {
+            pg.params[c] = GroupParams{};
+            std::fill(q, q + h.group, std::int16_t{0});
+            continue;
+          }
+          const std::int64_t gi = column * geo.groups + j;
+          pg.params[c] = {t.scales[gi], t.zero_points[gi]};
+          const std::int16_t* src = t.q.data() + column * t.k_padded + j * h.group;
+          for (std::int64_t i = 0; i < h.group; ++i) {
+            QF_REQUIRE(src[i] >= q_min && src[i] <= q_max, "pack: value ", src[i], " at [", column,
+                       "][", j * h.group + i, "] is outside [", q_min, ", ", q_max, "]");
+            q[i] = src[i];
+          }
+        }
+        write_group(dst, pg, h, geo);
+      }
+    }
+  });
+  return packed;
+}
+
+QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
+  const PackedHeader& h = packed.header;
+  const PackedGeometry& geo = packed.geometry;
+  QF_REQUIRE(half == 0 || (half == 1 && h.interleaved_pair), "unpack: no half ", half);
+  QuantizedTensor t;
+  t.scheme = scheme_of(h);
+  t.n = h.n;
+  t.k = h.k;
+  t.k_padded = h.k_padded;
+  t.group = h.group;
+  t.q.assign(t.n * t.k_padded, 0);
+  t.scales.assign(t.n * geo.groups, 0.f);
+  t.zero_points.assign(t.n * geo.groups, 0);
+  const bool asym = h.asymmetric != 0;
+  for (std::int64_t panel = 0; panel < geo.panels; ++panel) {
+    const std::uint8_t* group = packed.panel(panel);
+    for (std::int64_t j = 0; j < geo.groups; ++j, group += geo.group_bytes) {
+      const std::uint8_t* trailer = group + geo.group_data_bytes;
+      for (int c = 0; c < kPanelWidth; ++c) {
+        const PanelColumn pc = panel_column(h, panel, c);
+        if (pc.column < 0 || pc.half != half) continue;
+        std::int32_t operand_sum = 0;
+        for (std::int64_t i = 0; i < h.group; ++i) {
+          int operand;
+          if (h.bits == 8) {
+            operand = static_cast<std::int8_t>(group[(i / 4) * kRowBytes + c * 4 + i % 4]);
+          } else {
+            const std::uint8_t byte = group[(i / 8) * kRowBytes + c * 4 + i % 4];
+            operand = (i % 8) < 4 ? (byte & 0xf) : (byte >> 4);
+          }
+          operand_sum += operand;
+          t.q[pc.column * t.k_padded + j * h.group + i] =
+              static_cast<std::int16_t>(value_of_operand(operand, h.bits, asym));
+        }
+        std::int32_t comp, zc = zero_coef_of(0, h.bits, false);
+        float scale;
+        std::memcpy(&scale, trailer + kTrailerScales + 4 * c, 4);
+        std::memcpy(&comp, trailer + kTrailerComp + 4 * c, 4);
+        if (asym) std::memcpy(&zc, trailer + kTrailerZeroCoef + 4 * c, 4);
+        QF_REQUIRE(comp == 128 * operand_sum, "unpack: panel ", panel, " group ", j, " column ", c,
+                   ": compensation sum ", comp, " != 128 * ", operand_sum);
+        const std::int64_t gi = pc.column * geo.groups + j;
+        t.scales[gi] = scale;
+        t.zero_points[gi] = !asym ? 0 : (h.bits == 8 ? 128 - zc : -zc);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace qforge

@@ -1,0 +1,55 @@
+// Quantize + pack weights into the panel layout (ops/quant/packed_layout.h), and the
+// inverse (unpack) that tests and tools use to look inside a packed buffer.
+#pragma once
+
+#include <cstdint>
+
+#include "jit/base/aligned_buffer.h"
+#include "ops/quant/packed_layout.h"
+#include "ops/quant/quantize.h"
+
+namespace qforge {
+
+struct PackedWeights {
+  PackedHeader header;
+  PackedGeometry geometry;
+  AlignedBuffer<std::uint8_t> data;  // geometry.total_bytes, 64-byte aligned
+
+  const std::uint8_t* panel(std::int64_t p) const { return data.data() + p * geometry.panel_bytes; }
+  std::int64_t n() const { return header.n; }
+  std::int64_t k() const { return header.k; }
+  bool asymmetric() const { return header.asymmetric != 0; }
+  int bits() const { return header.bits; }
+};
+
+// Quantizes the row-major N x K matrix `weights` and packs it (threads = 0: all cores).
+PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
+                           const QuantScheme& scheme, int threads = 0);
+// Packs two N x K matrices as interleaved gate/up panels for the fused SwiGLU kernel.
+PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t n, std::int64_t k,
+                               const QuantScheme& scheme, int threads = 0);
+// Packs an already quantized tensor exactly (no requantization), e.g. a GGUF Q8_0 tensor.
+PackedWeights pack_quantized(const QuantizedTensor& tensor, int threads = 0);
+
+// Reads the stored values, scales and zero points back (checks each group's
+// compensation sums; a mismatch is an error). For a pair, `half` selects gate (0) / up (1).
+QuantizedTensor unpack_weights(const PackedWeights& packed, int half = 0);
+
+// Values derived from a group's trailer, as the kernels see them.
+inline const float* group_scales(const std::uint8_t* group_trailer) {
+  return reinterpret_cast<const float*>(group_trailer + kTrailerScales);
+}
+inline const std::int32_t* group_comp(const std::uint8_t* group_trailer) {
+  return reinterpret_cast<const std::int32_t*>(group_trailer + kTrailerComp);
+}
+inline const std::int32_t* group_zero_coef(const std::uint8_t* group_trailer) {
+  return reinterpret_cast<const std::int32_t*>(group_trailer + kTrailerZeroCoef);
+}
+
+// The signed operand byte (int8) or nibble (int4) that encodes stored value q, and the
+// zero coefficient zc of a group (see the table in packed_layout.h).
+int operand_of(int q, int bits, bool asymmetric);
+int value_of_operand(int operand, int bits, bool asymmetric);
+int zero_coef_of(int zero_point, int bits, bool asymmetric);
+
+}  // namespace qforge

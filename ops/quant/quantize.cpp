@@ -1,0 +1,102 @@
+#include "ops/quant/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "jit/base/aligned_buffer.h"
+#include "jit/base/error.h"
+#include "ops/quant/packed_layout.h"
+
+namespace qforge {
+
+GroupParams choose_group_params(const float* values, std::int64_t count, int bits,
+                                bool asymmetric) {
+  float lo = 0.f, hi = 0.f;  // the range always includes 0
+  for (std::int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, values[i]);
+    hi = std::max(hi, values[i]);
+  }
+  GroupParams p;
+  if (!asymmetric) {
+    const float max_abs = std::max(-lo, hi);
+    p.scale = max_abs / (bits == 8 ? 127.f : 7.f);
+    return p;
+  }
+  const int q_max = bits == 8 ? 255 : 15;
+  p.scale = (hi - lo) / static_cast<float>(q_max);
+  if (p.scale > 0.f)
+    p.zero_point = static_cast<int>(std::clamp(std::round(-lo / p.scale), 0.f, float(q_max)));
+  return p;
+}
+
+int quantize_value(float value, const GroupParams& p, int bits, bool asymmetric) {
+  if (p.scale == 0.f) return 0;
+  const float r = std::round(value / p.scale);
+  if (!asymmetric) {
+    const float q_min = bits == 8 ? -127.f : -8.f, q_max = bits == 8 ? 127.f : 7.f;
+    return static_cast<int>(std::clamp(r, q_min, q_max));
+  }
+  const float q_max = bits == 8 ? 255.f : 15.f;
+  return static_cast<int>(std::clamp(r + static_cast<float>(p.zero_point), 0.f, q_max));
+}
+
+void require_finite(const float* values, std::int64_t count, const char* what) {
+  for (std::int64_t i = 0; i < count; ++i)
+    QF_REQUIRE(std::isfinite(values[i]), what, ": element ", i, " is not finite (", values[i], ")");
+}
+
+QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
+                                   const QuantScheme& scheme) {
+  QF_REQUIRE(weights != nullptr, "quantize: weights pointer is null");
+  const PackedHeader h = make_packed_header(n, k, scheme);
+  QuantizedTensor t;
+  t.scheme = scheme;
+  t.n = n;
+  t.k = k;
+  t.k_padded = h.k_padded;
+  t.group = h.group;
+  t.q.assign(n * t.k_padded, 0);
+  t.scales.assign(n * t.groups(), 0.f);
+  t.zero_points.assign(n * t.groups(), 0);
+
+  std::vector<float> row(t.k_padded, 0.f);  // zero-padded copy of one row
+  for (std::int64_t r = 0; r < n; ++r) {
+    std::copy(weights + r * k, weights + (r + 1) * k, row.begin());
+    for (std::int64_t c = 0; c < k; ++c)
+      QF_REQUIRE(std::isfinite(row[c]), "quantize: weight [", r, "][", c, "] is not finite (",
+                 row[c], ")");
+    if (scheme.granularity == Granularity::per_tensor) continue;
+    for (std::int64_t j = 0; j < t.groups(); ++j) {
+      const float* values = row.data() + j * t.group;
+      const GroupParams p = choose_group_params(values, t.group, scheme.bits, scheme.asymmetric);
+      t.scales[r * t.groups() + j] = p.scale;
+      t.zero_points[r * t.groups() + j] = p.zero_point;
+      for (std::int64_t i = 0; i < t.group; ++i)
+        t.q[r * t.k_padded + j * t.group + i] =
+            static_cast<std::int16_t>(quantize_value(values[i], p, scheme.bits, scheme.asymmetric));
+    }
+  }
+  if (scheme.granularity == Granularity::per_tensor) {
+    // One scale for everything: parameters from all of W, then quantize every row.
+    const GroupParams p = choose_group_params(weights, n * k, scheme.bits, scheme.asymmetric);
+    std::fill(t.scales.begin(), t.scales.end(), p.scale);
+    std::fill(t.zero_points.begin(), t.zero_points.end(), p.zero_point);
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t c = 0; c < t.k_padded; ++c)
+        t.q[r * t.k_padded + c] = static_cast<std::int16_t>(
+            quantize_value(c < k ? weights[r * k + c] : 0.f, p, scheme.bits, scheme.asymmetric));
+  }
+  return t;
+}
+
+std::vector<float> dequantize(const QuantizedTensor& t) {
+  std::vector<float> w(t.n * t.k);
+  for (std::int64_t r = 0; r < t.n; ++r)
+    for (std::int64_t c = 0; c < t.k; ++c) {
+      const std::int64_t g = r * t.groups() + c / t.group;
+      w[r * t.k + c] = t.scales[g] * static_cast<float>(t.q[r * t.k_padded + c] - t.zero_points[g]);
+    }
+  return w;
+}
+
+}  // namespace qforge

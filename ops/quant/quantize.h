@@ -1,0 +1,54 @@
+// Weight quantization, the arithmetic of DESIGN.md in one place (scalar, obviously right).
+//
+//   int8 sym : s = max|w| / 127,  q = clamp(round(w / s), -127, 127)
+//   int8 asym: s = (max - min) / 255, z = clamp(round(-min / s), 0, 255),
+//              q = clamp(round(w / s) + z, 0, 255)          (w ~ s * (q - z))
+//   int4 sym : s = max|w| / 7,    q = clamp(round(w / s), -8, 7)
+//   int4 asym: s = (max - min) / 15, z in [0, 15], q in [0, 15]
+// round = half away from zero (std::round). The asymmetric range is widened to include
+// 0 (min <= 0 <= max) so that z fits and zero is exact. A group whose scale is 0 (all
+// zeros, or values so small the scale underflows) gets q = 0 (z = 0).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/quant/scheme.h"
+
+namespace qforge {
+
+// Parameters of one quantized group.
+struct GroupParams {
+  float scale = 0.f;
+  int zero_point = 0;  // 0 for symmetric schemes
+};
+
+// Computes the scale (and zero point) of `count` values under `scheme`'s bits/symmetry.
+GroupParams choose_group_params(const float* values, std::int64_t count, int bits, bool asymmetric);
+// Quantizes one value with the given parameters.
+int quantize_value(float value, const GroupParams& params, int bits, bool asymmetric);
+
+// An unpacked quantized tensor: the oracle form that packing writes and unpacking reads.
+struct QuantizedTensor {
+  QuantScheme scheme;
+  std::int64_t n = 0, k = 0;              // logical shape
+  std::int64_t k_padded = 0;              // Kp (multiple of group)
+  std::int64_t group = 0;                 // effective g
+  std::vector<std::int16_t> q;            // n x k_padded stored values (range per the table above)
+  std::vector<float> scales;              // n x (k_padded / group)
+  std::vector<std::int32_t> zero_points;  // n x groups (all 0 when symmetric)
+
+  std::int64_t groups() const { return k_padded / group; }
+};
+
+// Reference quantization of the row-major N x K float matrix (checks every value is
+// finite: NaN/Inf is an error naming the row and column).
+QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
+                                   const QuantScheme& scheme);
+// w ~ s * (q - z), N x K (padding dropped).
+std::vector<float> dequantize(const QuantizedTensor& tensor);
+
+// Checks that `count` floats are finite; throws naming `what` and the index otherwise.
+void require_finite(const float* values, std::int64_t count, const char* what);
+
+}  // namespace qforge

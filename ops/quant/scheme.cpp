@@ -1,0 +1,71 @@
+#include "ops/quant/scheme.h"
+
+#include <charconv>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+
+void validate(const QuantScheme& s) {
+  QF_REQUIRE(s.bits == 8 || s.bits == 4, "quant scheme: bits must be 8 or 4, got ", s.bits);
+  if (s.granularity != Granularity::per_group) {
+    QF_REQUIRE(s.group == 0, "quant scheme: a group size is only meaningful per-group");
+    return;
+  }
+  QF_REQUIRE(s.group >= 4 && s.group % 4 == 0,
+             "quant scheme: group size must be a positive multiple of 4, got ", s.group);
+  QF_REQUIRE(s.bits == 8 || s.group % 8 == 0,
+             "quant scheme: int4 groups must be a multiple of 8 (two nibbles per byte), got ",
+             s.group);
+  QF_REQUIRE(s.group <= kMaxGroup, "quant scheme: group size ", s.group, " exceeds ", kMaxGroup,
+             " (int32 accumulator bound)");
+}
+
+QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
+  auto bad = [&]() {
+    fail(where, ": unknown quantization '", text,
+         "' (forms: int8, int4, int8-g<G>, int4-g<G>, each optionally -asym; int8-tensor)");
+  };
+  QuantScheme s;
+  std::string_view rest;
+  if (text.substr(0, 4) == "int8") {
+    s.bits = 8;
+  } else if (text.substr(0, 4) == "int4") {
+    s.bits = 4;
+  } else {
+    bad();
+  }
+  rest = text.substr(4);
+  if (rest.size() >= 5 && rest.substr(rest.size() - 5) == "-asym") {
+    s.asymmetric = true;
+    rest.remove_suffix(5);
+  }
+  if (rest.empty()) {
+    s.granularity = Granularity::per_channel;
+  } else if (rest == "-tensor") {
+    s.granularity = Granularity::per_tensor;
+  } else if (rest.substr(0, 2) == "-g") {
+    s.granularity = Granularity::per_group;
+    const std::string_view digits = rest.substr(2);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), s.group);
+    if (ec != std::errc() || end != digits.data() + digits.size()) bad();
+  } else {
+    bad();
+  }
+  try {
+    validate(s);
+  } catch (const Error& e) {
+    fail(where, ": ", e.what());
+  }
+  return s;
+}
+
+std::string to_string(const QuantScheme& s) {
+  std::string name = s.bits == 8 ? "int8" : "int4";
+  if (s.granularity == Granularity::per_tensor) name += "-tensor";
+  if (s.granularity == Granularity::per_group) name += "-g" + std::to_string(s.group);
+  if (s.asymmetric) name += "-asym";
+  return name;
+}
+
+}  // namespace qforge

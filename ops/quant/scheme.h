@@ -1,0 +1,36 @@
+// How a weight tensor is quantized: bit width, symmetry, and where the scales change.
+//
+//   "int8"            int8, symmetric, per-channel (one scale per output row)
+//   "int8-g128"       int8, symmetric, one scale per 128 consecutive k of a row
+//   "int4-g32-asym"   int4, asymmetric (scale + zero point) per 32 k
+//   "int8-tensor"     int8, symmetric, one scale for the whole tensor
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace qforge {
+
+enum class Granularity : std::uint8_t { per_tensor, per_channel, per_group };
+
+struct QuantScheme {
+  int bits = 8;             // 8 or 4
+  bool asymmetric = false;  // zero point per group
+  Granularity granularity = Granularity::per_channel;
+  int group = 0;  // k per scale for per_group; 0 otherwise
+
+  bool operator==(const QuantScheme&) const = default;
+};
+
+// Largest group for which 255 * 128 * g cannot overflow an int32 accumulator.
+inline constexpr int kMaxGroup = 65536;
+static_assert(255LL * 128 * kMaxGroup < (1LL << 31), "int32 group accumulator would overflow");
+
+// Parses the names above; throws qforge::Error naming `where` and listing the forms.
+QuantScheme parse_quant_scheme(std::string_view text, std::string_view where = "--quant");
+std::string to_string(const QuantScheme& scheme);
+// Checks bits, group (multiple of 4, of 8 for int4, <= kMaxGroup); throws otherwise.
+void validate(const QuantScheme& scheme);
+
+}  // namespace qforge

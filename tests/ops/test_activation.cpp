@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "jit/base/error.h"
+#include "ops/quant/activation.h"
+#include "tests/support/random_data.h"
+
+namespace qforge {
+namespace {
+
+TEST(Activation, FollowsTheDefinition) {
+  const std::int64_t m = 3, k = 37, kp = 64, g = 32;
+  const auto x = test::random_floats(m * k, 21, 2.f);
+  QuantizedActivations q;
+  prepare_activations(q, m, k, kp, g);
+  quantize_activations(x.data(), k, q);
+  for (std::int64_t r = 0; r < m; ++r) {
+    float max_abs = 0;
+    for (std::int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(x[r * k + i]));
+    EXPECT_EQ(q.scale[r], max_abs / 127.f);
+    std::int32_t sums[2] = {0, 0};
+    for (std::int64_t i = 0; i < kp; ++i) {
+      const int expected =
+          i < k ? int(std::clamp(std::round(x[r * k + i] / q.scale[r]), -127.f, 127.f)) : 0;
+      EXPECT_EQ(int(q.row(r)[i]) - 128, expected) << r << "," << i;
+      sums[i / g] += expected;
+    }
+    EXPECT_EQ(q.sums(r)[0], sums[0]);
+    EXPECT_EQ(q.sums(r)[1], sums[1]);
+  }
+}
+
+TEST(Activation, VectorPathIsBitIdenticalToReference) {
+  for (std::int64_t k : {1, 7, 8, 9, 64, 100, 4096}) {
+    const std::int64_t m = 5, kp = (k + 63) / 64 * 64;
+    auto x = test::random_floats(m * k, k, 1.f);
+    // Plant rounding ties: x / a = n + 0.5 exactly when a = 1 (max |x| = 127).
+    x[0] = 127.f;
+    for (std::int64_t i = 1; i < k; i += 3) x[i] = static_cast<float>(i % 200 - 100) + 0.5f;
+    for (std::int64_t i = 0; i < k; ++i) x[k + i] = 0.f;  // a zero row
+    QuantizedActivations fast, ref;
+    prepare_activations(fast, m, k, kp, kp);
+    prepare_activations(ref, m, k, kp, kp);
+    quantize_activations(x.data(), k, fast);
+    quantize_activations_reference(x.data(), k, ref);
+    for (std::int64_t r = 0; r < m; ++r) {
+      EXPECT_EQ(fast.scale[r], ref.scale[r]);
+      EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0) << "K " << k << " row " << r;
+      EXPECT_EQ(fast.sums(r)[0], ref.sums(r)[0]);
+    }
+    EXPECT_EQ(fast.scale[1], 0.f);
+    if (k > 1) {
+      EXPECT_EQ(int(fast.row(0)[1]) - 128, -99);  // -98.5 rounds away from zero
+    }
+  }
+}
+
+TEST(Activation, RejectsNonFiniteAndBadShapes) {
+  QuantizedActivations q;
+  EXPECT_THROW(prepare_activations(q, 1, 0, 64, 64), Error);
+  EXPECT_THROW(prepare_activations(q, 1, 70, 64, 64), Error);
+  EXPECT_THROW(prepare_activations(q, 1, 64, 96, 64), Error);
+  prepare_activations(q, 1, 8, 64, 64);
+  std::vector<float> x(8, 1.f);
+  x[3] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(quantize_activations(x.data(), 8, q), Error);
+  EXPECT_THROW(quantize_activations(nullptr, 8, q), Error);
+}
+
+}  // namespace
+}  // namespace qforge

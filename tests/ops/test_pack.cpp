@@ -1,0 +1,174 @@
+// Packing: unpack(pack(W)) == quantize_reference(W) exactly over the shape sweep, the
+// bytes sit where DESIGN.md's layout says, and threads do not change the result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "ops/quant/pack.h"
+#include "tests/support/random_data.h"
+
+namespace qforge {
+namespace {
+
+void expect_same(const QuantizedTensor& a, const QuantizedTensor& b, const std::string& what) {
+  ASSERT_EQ(a.k_padded, b.k_padded) << what;
+  ASSERT_EQ(a.group, b.group) << what;
+  EXPECT_TRUE(a.q == b.q) << what << ": stored values differ";
+  EXPECT_TRUE(a.scales == b.scales) << what << ": scales differ";
+  EXPECT_TRUE(a.zero_points == b.zero_points) << what << ": zero points differ";
+}
+
+std::vector<QuantScheme> sweep_schemes() {
+  std::vector<QuantScheme> out;
+  for (int bits : {8, 4})
+    for (bool asym : {false, true}) {
+      out.push_back({bits, asym, Granularity::per_channel, 0});
+      for (int g : {32, 64, 128, 256}) out.push_back({bits, asym, Granularity::per_group, g});
+    }
+  return out;
+}
+
+TEST(Pack, UnpackIsIdentityOverTheSweep) {
+  int cases = 0;
+  for (int n = 1; n <= 33; ++n)
+    for (int k = 4; k <= 300; k += 4)
+      for (const QuantScheme& scheme : sweep_schemes()) {
+        const auto w = test::random_floats(std::size_t(n) * k, n * 1000 + k, 0.05f);
+        const QuantizedTensor expected = quantize_reference(w.data(), n, k, scheme);
+        const PackedWeights packed = pack_weights(w.data(), n, k, scheme, 1);
+        expect_same(unpack_weights(packed), expected,
+                    to_string(scheme) + " N " + std::to_string(n) + " K " + std::to_string(k));
+        ++cases;
+        if (HasFailure()) return;
+      }
+  EXPECT_EQ(cases, 33 * 75 * 20);
+}
+
+TEST(Pack, UnpackIsIdentityAtLlamaSizes) {
+  struct Shape {
+    int n, k;
+  };
+  for (const Shape s : {Shape{4093, 256}, Shape{37, 4096}, Shape{4093, 4096}})
+    for (const char* name : {"int8", "int8-g128-asym", "int4-g128", "int4-asym", "int8-tensor"}) {
+      if (s.n * std::int64_t{s.k} > 4'000'000 && std::string(name) != "int4-g128") continue;
+      const QuantScheme scheme = parse_quant_scheme(name);
+      const auto w = test::random_floats(std::size_t(s.n) * s.k, s.n + s.k, 0.02f);
+      const PackedWeights packed = pack_weights(w.data(), s.n, s.k, scheme, 2);
+      expect_same(unpack_weights(packed), quantize_reference(w.data(), s.n, s.k, scheme),
+                  std::string(name) + " " + std::to_string(s.n) + "x" + std::to_string(s.k));
+    }
+}
+
+TEST(Pack, OtherGroupSizesAndPerTensor) {
+  for (const char* name :
+       {"int8-g36", "int8-g4", "int4-g8-asym", "int4-g40", "int8-tensor-asym", "int4-tensor"})
+    for (int k : {4, 8, 40, 76, 200}) {
+      const QuantScheme scheme = parse_quant_scheme(name);
+      const auto w = test::random_floats(19 * std::size_t(k), k, 1.f);
+      expect_same(unpack_weights(pack_weights(w.data(), 19, k, scheme, 3)),
+                  quantize_reference(w.data(), 19, k, scheme), name);
+    }
+}
+
+// Reads the packed bytes by the formula in DESIGN.md, independently of unpack_weights.
+TEST(Pack, BytesSitWhereTheLayoutSays) {
+  const int n = 21, k = 72;
+  const auto w = test::random_floats(n * k, 9, 1.f);
+  for (const char* name : {"int8-g32", "int8-g32-asym", "int4-g32", "int4-g32-asym"}) {
+    const QuantScheme scheme = parse_quant_scheme(name);
+    const QuantizedTensor t = quantize_reference(w.data(), n, k, scheme);
+    const PackedWeights p = pack_weights(w.data(), n, k, scheme, 1);
+    const std::int64_t g = 32, groups = 3;  // Kp = 96
+    const std::int64_t data_bytes = scheme.bits == 8 ? g / 4 * 64 : g / 8 * 64;
+    const std::int64_t group_bytes = data_bytes + (scheme.asymmetric ? 192 : 128);
+    ASSERT_EQ(p.geometry.group_bytes, group_bytes);
+    for (int col = 0; col < n; ++col)
+      for (int kk = 0; kk < 96; ++kk) {
+        const std::int64_t panel = col / 16, lane = col % 16, j = kk / g, i = kk % g;
+        const std::uint8_t* group = p.data.data() + panel * groups * group_bytes + j * group_bytes;
+        const int q = t.q[col * 96 + kk];
+        if (scheme.bits == 8) {
+          const int expected = scheme.asymmetric ? q - 128 : q;
+          EXPECT_EQ(static_cast<std::int8_t>(group[(i / 4) * 64 + lane * 4 + i % 4]), expected);
+        } else {
+          const std::uint8_t byte = group[(i / 8) * 64 + lane * 4 + i % 4];
+          const int nibble = (i % 8) < 4 ? byte & 15 : byte >> 4;
+          EXPECT_EQ(nibble, scheme.asymmetric ? q : q + 8);
+        }
+        if (i == 0) {
+          float scale;
+          std::int32_t comp;
+          std::memcpy(&scale, group + data_bytes + 4 * lane, 4);
+          std::memcpy(&comp, group + data_bytes + 64 + 4 * lane, 4);
+          EXPECT_EQ(scale, t.scales[col * groups + j]);
+          std::int32_t sum = 0;
+          for (int e = 0; e < g; ++e) {
+            const int qe = t.q[col * 96 + j * g + e];
+            sum += scheme.bits == 8 ? (scheme.asymmetric ? qe - 128 : qe)
+                                    : (scheme.asymmetric ? qe : qe + 8);
+          }
+          EXPECT_EQ(comp, 128 * sum);
+          if (scheme.asymmetric) {
+            std::int32_t zc;
+            std::memcpy(&zc, group + data_bytes + 128 + 4 * lane, 4);
+            const int z = t.zero_points[col * groups + j];
+            EXPECT_EQ(zc, scheme.bits == 8 ? 128 - z : -z);
+          }
+        }
+      }
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p.data.data()) % 64, 0u);
+  }
+}
+
+TEST(Pack, ThreadsDoNotChangeTheBytes) {
+  const auto w = test::random_floats(100 * 256, 3, 1.f);
+  const QuantScheme scheme = parse_quant_scheme("int4-g64-asym");
+  const PackedWeights one = pack_weights(w.data(), 100, 256, scheme, 1);
+  const PackedWeights many = pack_weights(w.data(), 100, 256, scheme, 5);
+  ASSERT_EQ(one.geometry.total_bytes, many.geometry.total_bytes);
+  EXPECT_EQ(std::memcmp(one.data.data(), many.data.data(), one.geometry.total_bytes), 0);
+}
+
+TEST(Pack, QuantizedTensorPacksExactly) {
+  const auto w = test::random_floats(40 * 96, 4, 1.f);
+  for (const char* name : {"int8-g32", "int4-g32", "int4-g32-asym", "int8-asym"}) {
+    const QuantizedTensor t = quantize_reference(w.data(), 40, 96, parse_quant_scheme(name));
+    expect_same(unpack_weights(pack_quantized(t)), t, name);
+  }
+  QuantizedTensor bad = quantize_reference(w.data(), 40, 96, parse_quant_scheme("int4-g32"));
+  bad.q[5] = 9;  // outside [-8, 7]
+  EXPECT_THROW(pack_quantized(bad), Error);
+}
+
+TEST(Pack, SwigluPairInterleavesPanels) {
+  const int n = 20, k = 64;
+  const auto gate = test::random_floats(n * k, 11, 1.f);
+  const auto up = test::random_floats(n * k, 12, 1.f);
+  const QuantScheme scheme = parse_quant_scheme("int8");
+  const PackedWeights pair = pack_swiglu_pair(gate.data(), up.data(), n, k, scheme, 2);
+  expect_same(unpack_weights(pair, 0), quantize_reference(gate.data(), n, k, scheme), "gate");
+  expect_same(unpack_weights(pair, 1), quantize_reference(up.data(), n, k, scheme), "up");
+  // Panel 1 is the up half of columns 0..15.
+  const PackedWeights up_only = pack_weights(up.data(), n, k, scheme, 1);
+  EXPECT_EQ(std::memcmp(pair.panel(1), up_only.panel(0), pair.geometry.panel_bytes), 0);
+}
+
+TEST(Pack, CorruptCompensationIsCaught) {
+  const auto w = test::random_floats(16 * 64, 13, 1.f);
+  PackedWeights p = pack_weights(w.data(), 16, 64, parse_quant_scheme("int8"), 1);
+  p.data[0] ^= 1;
+  EXPECT_THROW(unpack_weights(p), Error);
+}
+
+TEST(Pack, RejectsBadInput) {
+  std::vector<float> w(64, 1.f);
+  EXPECT_THROW(pack_weights(nullptr, 1, 64, parse_quant_scheme("int8")), Error);
+  EXPECT_THROW(pack_weights(w.data(), 1, 0, parse_quant_scheme("int8")), Error);
+  w[63] = std::nanf("");
+  EXPECT_THROW(pack_weights(w.data(), 1, 64, parse_quant_scheme("int8")), Error);
+}
+
+}  // namespace
+}  // namespace qforge

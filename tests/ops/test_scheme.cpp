@@ -1,0 +1,78 @@
+#include <gtest/gtest.h>
+
+#include "jit/base/error.h"
+#include "ops/quant/packed_layout.h"
+#include "ops/quant/scheme.h"
+
+namespace qforge {
+namespace {
+
+TEST(QuantScheme, ParsesEveryForm) {
+  EXPECT_EQ(parse_quant_scheme("int8"), (QuantScheme{8, false, Granularity::per_channel, 0}));
+  EXPECT_EQ(parse_quant_scheme("int4-g128"), (QuantScheme{4, false, Granularity::per_group, 128}));
+  EXPECT_EQ(parse_quant_scheme("int8-g32-asym"),
+            (QuantScheme{8, true, Granularity::per_group, 32}));
+  EXPECT_EQ(parse_quant_scheme("int4-asym"), (QuantScheme{4, true, Granularity::per_channel, 0}));
+  EXPECT_EQ(parse_quant_scheme("int8-tensor"), (QuantScheme{8, false, Granularity::per_tensor, 0}));
+  for (const char* name : {"int8", "int4-g64", "int8-g36-asym", "int8-tensor-asym"})
+    EXPECT_EQ(to_string(parse_quant_scheme(name)), name);
+}
+
+TEST(QuantScheme, RejectsBadFormsWithTheReason) {
+  for (const char* bad : {"int3", "int8-g", "int8-gx", "int8-g30", "int4-g36", "int8-g0",
+                          "int8-g131072", "fp8", "int8-g32-sym"}) {
+    try {
+      parse_quant_scheme(bad, "--quant");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--quant"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(PackedLayout, SizesFollowTheDesign) {
+  // int8 per-channel: K = 100 -> Kp = 128, one group of 32 rows; N = 17 -> 2 panels.
+  PackedHeader h = make_packed_header(17, 100, parse_quant_scheme("int8"));
+  PackedGeometry g = geometry_of(h);
+  EXPECT_EQ(h.k_padded, 128);
+  EXPECT_EQ(h.group, 128);
+  EXPECT_EQ(h.n_padded, 32);
+  EXPECT_EQ(g.rows_per_group, 32);
+  EXPECT_EQ(g.group_bytes, 32 * 64 + 128);
+  EXPECT_EQ(g.total_bytes, 2 * (32 * 64 + 128));
+  // int4 g32 asym: K = 70 -> Kp = 96, 3 groups of 4 rows + 192-byte trailer.
+  h = make_packed_header(16, 70, parse_quant_scheme("int4-g32-asym"));
+  g = geometry_of(h);
+  EXPECT_EQ(h.k_padded, 96);
+  EXPECT_EQ(g.groups, 3);
+  EXPECT_EQ(g.rows_per_group, 4);
+  EXPECT_EQ(g.panel_bytes, 3 * (4 * 64 + 192));
+  // Interleaved pair: both halves' panels.
+  h = make_packed_header(20, 64, parse_quant_scheme("int8"), true);
+  EXPECT_EQ(h.n_padded, 64);
+  EXPECT_EQ(geometry_of(h).panels, 4);
+  // Every size is a multiple of a cache line.
+  for (const char* s : {"int8", "int4", "int8-g36", "int4-g40-asym", "int8-tensor"})
+    for (int k : {4, 12, 100, 4096}) {
+      const PackedGeometry geo = geometry_of(make_packed_header(5, k, parse_quant_scheme(s)));
+      EXPECT_EQ(geo.group_bytes % 64, 0) << s << " K " << k;
+    }
+  EXPECT_NO_THROW(validate(make_packed_header(33, 4096, parse_quant_scheme("int4-g128"))));
+}
+
+TEST(PackedLayout, RejectsBadShapes) {
+  EXPECT_THROW(make_packed_header(0, 64, parse_quant_scheme("int8")), Error);
+  EXPECT_THROW(make_packed_header(16, 0, parse_quant_scheme("int8")), Error);
+  EXPECT_THROW(make_packed_header(16, -4, parse_quant_scheme("int8")), Error);
+  EXPECT_THROW(make_packed_header(16, 70000, parse_quant_scheme("int8")),
+               Error);  // per-channel bound
+  PackedHeader h = make_packed_header(16, 64, parse_quant_scheme("int8"));
+  h.magic = 0;
+  EXPECT_THROW(validate(h), Error);
+  h = make_packed_header(16, 64, parse_quant_scheme("int8"));
+  h.total_bytes += 64;
+  EXPECT_THROW(validate(h), Error);
+}
+
+}  // namespace
+}  // namespace qforge
