@@ -1,0 +1,218 @@
+// The store phase of the GEMM generator: per-group correction + dequantization, then
+// the epilogue (scale by a[m], bias, SwiGLU, residual) and masked stores.
+#include "jit/gemm/gemm_generator.h"
+
+namespace qforge {
+
+using namespace Xbyak;
+using namespace Xbyak::util;
+
+// After a group's K rows, bk_ points at panel 0's trailer of that group:
+//   [bk_ + pp * panel_bytes + 0]    scales[16]  f32
+//   [bk_ + pp * panel_bytes + 64]   comp[16]    i32   (128 * sum of operands)
+//   [bk_ + pp * panel_bytes + 128]  zc[16]      i32   (asymmetric only)
+// C = acc (- comp, VNNI only) + zc * xsum;   fsum = fma(float(C), scale, fsum)
+void GemmGenerator::emit_group_correction(int rows, int units) {
+  const int t_count = per_row(units);
+  const bool need_xsum = key_.asymmetric || key_.bits == 4;
+  const Xmm xsum = epilogue_temp(0), product = epilogue_temp(1), spill = epilogue_temp(2);
+  const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
+  for (int r = 0; r < rows; ++r) {
+    if (need_xsum) {
+      vpbroadcastd(xsum, dword[sums_ + r * groups_ * 4]);
+      if (!key_.asymmetric) vpslld(xsum, xsum, 3);  // int4 sym: zc = -8
+    }
+    for (int t = 0; t < t_count; ++t) {
+      const int pp = t / vectors_per_panel_, v = t % vectors_per_panel_;
+      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_;
+      const Xmm sum = acc(r, t);
+      if (isa_.vnni) vpsubd(sum, sum, vector_at(bk_, trailer + 64));
+      if (key_.asymmetric) {
+        vpmulld(product, xsum, vector_at(bk_, trailer + 128));
+        vpaddd(sum, sum, product);
+      } else if (key_.bits == 4) {
+        vpsubd(sum, sum, xsum);
+      }
+      if (sums_out) {
+        const std::int64_t at = r * groups_ * n_padded_ * 4 + pp * 64 + v * vector_bytes_;
+        vmovups(vector_at(out_, at), sum);
+        continue;
+      }
+      vcvtdq2ps(sum, sum);
+      if (groups_ == 1) {
+        vmulps(sum, sum, vector_at(bk_, trailer));
+      } else if (!plan_.float_sums_in_memory) {
+        vfmadd231ps(fsum(r, t), sum, vector_at(bk_, trailer));
+      } else {
+        vmovups(spill, fsum_spill(r, t));
+        vfmadd231ps(spill, sum, vector_at(bk_, trailer));
+        vmovups(fsum_spill(r, t), spill);
+      }
+    }
+  }
+  add(bk_, static_cast<int>(trailer_bytes_));
+  add(sums_, 4);
+  if (sums_out) add(out_, static_cast<int>(n_padded_ * 4));
+}
+
+namespace {
+int log2_of(int bytes) {
+  return bytes == 4 ? 2 : 0;
+}
+}  // namespace
+
+void GemmGenerator::emit_epilogue(int rows, int units) {
+  const int t_count = per_row(units);
+  const bool u8_out = key_.epilogue.output == OutputKind::u8;
+  const int element = u8_out ? 1 : 4;
+  // y lives in the float sums (or the accumulators for a single group / spilled sums).
+  if (groups_ > 1 && plan_.float_sums_in_memory)
+    for (int r = 0; r < rows; ++r)
+      for (int t = 0; t < t_count; ++t) vmovups(acc(r, t), fsum_spill(r, t));
+  auto y = [&](int r, int t) {
+    return groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t) : acc(r, t);
+  };
+  // y *= a[row + r]
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, a_scale)]);
+  lea(tmp_, ptr[tmp_ + row_ * 4]);
+  for (int r = 0; r < rows; ++r) {
+    vbroadcastss(epilogue_temp(0), dword[tmp_ + r * 4]);
+    for (int t = 0; t < t_count; ++t) vmulps(y(r, t), y(r, t), epilogue_temp(0));
+  }
+  // Pointers: out_ = c + (row * c_stride + unit * 16) elements; kloop_ = row step bytes.
+  mov(kloop_, ptr[args_ + offsetof(GemmCallArgs, c_stride)]);
+  if (element > 1) shl(kloop_, log2_of(element));
+  mov(out_, kloop_);
+  imul(out_, row_);
+  add(out_, ptr[args_ + offsetof(GemmCallArgs, c)]);
+  mov(tmp_, unit_);
+  shl(tmp_, 4 + log2_of(element));
+  add(out_, tmp_);
+  if (key_.epilogue.bias) {
+    mov(ak_, unit_);
+    shl(ak_, 6);
+    add(ak_, ptr[args_ + offsetof(GemmCallArgs, bias)]);
+  }
+  if (key_.epilogue.residual) {
+    mov(gloop_, ptr[args_ + offsetof(GemmCallArgs, residual_stride)]);
+    shl(gloop_, 2);
+    mov(bk_, gloop_);
+    imul(bk_, row_);
+    add(bk_, ptr[args_ + offsetof(GemmCallArgs, residual)]);
+    mov(tmp_, unit_);
+    shl(tmp_, 6);
+    add(bk_, tmp_);
+  }
+  const int tail = static_cast<int>(key_.n % 16);
+  for (int r = 0; r < rows; ++r) {
+    for (int u = 0; u < units; ++u) {
+      if (tail == 0) {
+        emit_unit_epilogue(r, u, 16);
+        continue;
+      }
+      Label full, next;
+      lea(tmp2_, ptr[unit_ + u]);
+      cmp(tmp2_, static_cast<int>(key_.units() - 1));
+      jne(full, T_NEAR);
+      emit_unit_epilogue(r, u, tail);
+      jmp(next, T_NEAR);
+      L(full);
+      emit_unit_epilogue(r, u, 16);
+      L(next);
+    }
+    add(out_, kloop_);
+    if (key_.epilogue.residual) add(bk_, gloop_);
+  }
+}
+
+// One unit (16 output columns) of row r: `columns` of them are stored.
+void GemmGenerator::emit_unit_epilogue(int r, int u, int columns) {
+  const int lanes_per_vector = vector_bytes_ / 4;
+  for (int v = 0; v < vectors_per_panel_; ++v) {
+    const int lanes = std::clamp(columns - v * lanes_per_vector, 0, lanes_per_vector);
+    if (lanes == 0) continue;
+    const int t_gate = u * panels_per_unit_ * vectors_per_panel_ + v;
+    const Xmm y = groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t_gate) : acc(r, t_gate);
+    const int column_bytes = u * 64 + v * vector_bytes_;
+    if (key_.epilogue.bias) emit_masked_load_add(y, ak_, column_bytes, lanes);
+    if (key_.epilogue.swiglu) {
+      const int t_up = t_gate + vectors_per_panel_;
+      const Xmm up = groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t_up) : acc(r, t_up);
+      emit_silu(y, 0);
+      vmulps(y, y, up);
+    }
+    if (key_.epilogue.residual) emit_masked_load_add(y, bk_, column_bytes, lanes);
+    if (key_.epilogue.output == OutputKind::u8)
+      emit_store_u8(y, out_, u * 16 + v * lanes_per_vector, lanes);
+    else
+      emit_store(y, vector_at(out_, column_bytes), lanes);
+  }
+}
+
+void GemmGenerator::emit_masked_load_add(const Xmm& y, const Reg64& base, int offset, int lanes) {
+  const int full = vector_bytes_ / 4;
+  if (lanes == full) {
+    vaddps(y, y, vector_at(base, offset));
+    return;
+  }
+  if (zmm_) {
+    mov(tmp2_.cvt32(), (1u << lanes) - 1);
+    kmovw(k1, tmp2_.cvt32());
+    vmovups(epilogue_temp(5) | k1 | T_z, vector_at(base, offset));
+  } else {
+    vmovups(epilogue_temp(4),
+            yword[rip + constants_ + kConstLaneMasks * vector_bytes_ + (8 - lanes) * 4]);
+    vmaskmovps(epilogue_temp(5), epilogue_temp(4), vector_at(base, offset));
+  }
+  vaddps(y, y, epilogue_temp(5));
+}
+
+void GemmGenerator::emit_store(const Xmm& y, const Address& at, int lanes) {
+  const int full = vector_bytes_ / 4;
+  if (lanes == full) {
+    vmovups(at, y);
+  } else if (zmm_) {
+    mov(tmp2_.cvt32(), (1u << lanes) - 1);
+    kmovw(k1, tmp2_.cvt32());
+    vmovups(at | k1, y);
+  } else {
+    vmovups(epilogue_temp(4),
+            yword[rip + constants_ + kConstLaneMasks * vector_bytes_ + (8 - lanes) * 4]);
+    vmaskmovps(at, epilogue_temp(4), y);
+  }
+}
+
+// u8 = clamp(round_half_away(y / out_scale) + zero_point, 0, 255)
+void GemmGenerator::emit_store_u8(const Xmm& y, const Reg64& base, int byte_offset, int lanes) {
+  const Xmm temp = epilogue_temp(0);
+  vbroadcastss(temp, dword[args_ + offsetof(GemmCallArgs, out_scale)]);
+  vdivps(y, y, temp);
+  emit_round_half_away(y, temp);
+  vbroadcastss(temp, dword[args_ + offsetof(GemmCallArgs, out_zero_point)]);
+  vaddps(y, y, temp);
+  vmaxps(y, y, constant(kConstZero));
+  vminps(y, y, constant(kConst255));
+  vcvtps2dq(y, y);
+  const int full = vector_bytes_ / 4;
+  if (zmm_) {
+    if (lanes == full) {
+      vpmovdb(xword[base + byte_offset], y);
+    } else {
+      mov(tmp2_.cvt32(), (1u << lanes) - 1);
+      kmovw(k1, tmp2_.cvt32());
+      vpmovdb(xword[base + byte_offset] | k1, y);
+    }
+    return;
+  }
+  const Xbyak::Xmm low(y.getIdx()), high(temp.getIdx());
+  vextracti128(high, Ymm(y.getIdx()), 1);
+  vpackusdw(low, low, high);
+  vpackuswb(low, low, low);
+  if (lanes == full) {
+    vmovq(qword[base + byte_offset], low);
+  } else {
+    for (int i = 0; i < lanes; ++i) vpextrb(byte[base + byte_offset + i], low, i);
+  }
+}
+
+}  // namespace qforge

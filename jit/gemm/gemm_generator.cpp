@@ -1,0 +1,319 @@
+#include "jit/gemm/gemm_generator.h"
+
+#include <cstddef>
+
+#include "jit/base/aligned_buffer.h"
+#include "jit/base/error.h"
+
+namespace qforge {
+
+using namespace Xbyak;
+using namespace Xbyak::util;
+
+namespace {
+
+constexpr std::size_t kMaxCodeBytes = 1 << 20;
+constexpr int kPanelRowBytes = 64;
+
+}  // namespace
+
+GemmGenerator::GemmGenerator(const GemmKey& key)
+    : JitGenerator(kMaxCodeBytes), key_(key), isa_(vector_isa_of(key.isa)) {
+  QF_REQUIRE(key.isa == Isa::avx2 || key.isa == Isa::avx_vnni || key.isa == Isa::avx512_vnni,
+             "gemm generator: ISA ", isa_name(key.isa), " is not served by this generator");
+  QF_REQUIRE(fits(key, key.blocking), "gemm generator: blocking ", key.blocking.mr, "x",
+             key.blocking.nr, " does not fit the register file for ", kernel_name(key));
+  QF_REQUIRE(key.bits == 8 || key.bits == 4, "gemm generator: bits must be 8 or 4");
+  QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8 ? 4 : 8) == 0,
+             "gemm generator: inconsistent K/group in ", kernel_name(key));
+  QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
+  plan_ = plan_registers(key, key.blocking);
+  zmm_ = isa_.vector_bytes == 64;
+  vector_bytes_ = isa_.vector_bytes;
+  vectors_per_panel_ = isa_.vectors_per_panel();
+  panels_per_unit_ = key.panels_per_unit();
+  groups_ = key.groups();
+  k_per_row_ = key.bits == 8 ? 4 : 8;
+  rows_per_group_ = key.group / k_per_row_;
+  group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
+  trailer_bytes_ = key.asymmetric ? 192 : 128;
+  panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
+  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded, kCacheLine));
+  n_padded_ = key.units() * 16 * panels_per_unit_;
+  max_per_row_ = per_row(key.blocking.nr);
+  if (!zmm_ && key.isa == Isa::avx_vnni) setDefaultEncoding(VexEncoding);
+
+  const int spill_bytes =
+      plan_.float_sums_in_memory ? key.blocking.mr * max_per_row_ * vector_bytes_ : 0;
+  StackFrame frame(this, 1, 10, spill_bytes, /*makeEpilog=*/false);
+  args_ = frame.p[0];
+  unit_ = frame.t[0];
+  row_ = frame.t[1];
+  bk_ = frame.t[2];
+  ak_ = frame.t[3];
+  kloop_ = frame.t[4];
+  gloop_ = frame.t[5];
+  sums_ = frame.t[6];
+  tmp_ = frame.t[7];
+  tmp2_ = frame.t[8];
+  out_ = frame.t[9];
+
+  emit_unit_loop();
+  vzeroupper();
+  frame.close();
+  emit_constants();
+  kernel_ = reinterpret_cast<GemmKernelFn>(const_cast<std::uint8_t*>(finalize()));
+}
+
+// ---- register roles ---------------------------------------------------------------
+
+GemmGenerator::Xmm GemmGenerator::vec(int index) const {
+  if (zmm_) return Zmm(index);
+  return Ymm(index);
+}
+
+GemmGenerator::Xmm GemmGenerator::acc(int row, int t) const {
+  return vec(isa_.registers - 1 - (row * tile_per_row_ + t));
+}
+
+GemmGenerator::Xmm GemmGenerator::fsum(int row, int t) const {
+  return vec(isa_.registers - 1 - tile_rows_ * tile_per_row_ - (row * tile_per_row_ + t));
+}
+
+Address GemmGenerator::fsum_spill(int row, int t) const {
+  return zmm_ ? zword[rsp + (row * max_per_row_ + t) * vector_bytes_]
+              : yword[rsp + (row * max_per_row_ + t) * vector_bytes_];
+}
+
+GemmGenerator::Xmm GemmGenerator::weight(int t, bool high) const {
+  const bool two = key_.bits == 4 || !isa_.vnni;
+  return vec(two ? 2 * t + (high ? 1 : 0) : t);
+}
+
+GemmGenerator::Xmm GemmGenerator::abs_weight(int t) const {
+  return vec(2 * t + 1);
+}
+
+GemmGenerator::Xmm GemmGenerator::broadcast() const {
+  return vec(plan_.weights);
+}
+GemmGenerator::Xmm GemmGenerator::nibble_mask() const {
+  return vec(plan_.weights + 1);
+}
+GemmGenerator::Xmm GemmGenerator::dot_temp() const {
+  return vec(plan_.weights + 1 + (key_.bits == 4 ? 1 : 0));
+}
+GemmGenerator::Xmm GemmGenerator::epilogue_temp(int i) const {
+  return vec(i);
+}
+
+Address GemmGenerator::constant(int index) const {
+  const int offset = index * vector_bytes_;
+  return zmm_ ? zword[rip + constants_ + offset] : yword[rip + constants_ + offset];
+}
+
+Address GemmGenerator::vector_at(const Reg64& base, std::int64_t offset) const {
+  return zmm_ ? zword[base + offset] : yword[base + offset];
+}
+
+Address GemmGenerator::bcast_at(const Reg64& base, std::int64_t offset) const {
+  return dword[base + offset];
+}
+
+void GemmGenerator::zero(const Xmm& x) {
+  if (zmm_)
+    vpxord(x, x, x);
+  else
+    vpxor(x, x, x);
+}
+
+// ---- loops ------------------------------------------------------------------------
+
+void GemmGenerator::emit_unit_loop() {
+  const int nr = key_.blocking.nr;
+  Label loop, tail, done;
+  mov(unit_, ptr[args_ + offsetof(GemmCallArgs, unit_begin)]);
+  L(loop);
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, unit_end)]);
+  sub(tmp_, unit_);
+  jle(done, T_NEAR);
+  cmp(tmp_, nr);
+  jl(tail, T_NEAR);
+  emit_row_loop(nr);
+  add(unit_, nr);
+  jmp(loop, T_NEAR);
+  L(tail);
+  for (int units = nr - 1; units >= 1; --units) {
+    Label next;
+    cmp(tmp_, units);
+    jne(next, T_NEAR);
+    emit_row_loop(units);
+    jmp(done, T_NEAR);
+    L(next);
+  }
+  L(done);
+}
+
+void GemmGenerator::emit_row_loop(int units) {
+  const int mr = key_.blocking.mr;
+  Label loop, tail, done;
+  xor_(row_, row_);
+  L(loop);
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, m)]);
+  sub(tmp_, row_);
+  jle(done, T_NEAR);
+  cmp(tmp_, mr);
+  jl(tail, T_NEAR);
+  emit_tile(mr, units);
+  add(row_, mr);
+  jmp(loop, T_NEAR);
+  L(tail);
+  for (int rows = mr - 1; rows >= 1; --rows) {
+    Label next;
+    cmp(tmp_, rows);
+    jne(next, T_NEAR);
+    emit_tile(rows, units);
+    jmp(done, T_NEAR);
+    L(next);
+  }
+  L(done);
+}
+
+void GemmGenerator::emit_tile(int rows, int units) {
+  tile_rows_ = rows;
+  tile_per_row_ = per_row(units);
+  const int t_count = per_row(units);
+  const std::string tile = "tile " + std::to_string(rows) + "x" + std::to_string(units) + ": ";
+
+  // Constant registers (the epilogue of the previous tile may have used them as temps).
+  if (key_.bits == 4) vmovups(nibble_mask(), constant(kConstNibbleMask));
+  // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
+  imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
+  add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
+  imul(ak_, row_, static_cast<int>(a_stride_));
+  add(ak_, ptr[args_ + offsetof(GemmCallArgs, a)]);
+  imul(sums_, row_, static_cast<int>(groups_ * 4));
+  add(sums_, ptr[args_ + offsetof(GemmCallArgs, a_sums)]);
+  if (key_.epilogue.output == OutputKind::group_sums) {
+    // out = c + (row * groups * Np + unit * 16 * panels_per_unit) * 4
+    imul(out_, row_, static_cast<int>(groups_ * n_padded_ * 4));
+    add(out_, ptr[args_ + offsetof(GemmCallArgs, c)]);
+    imul(tmp_, unit_, 64 * panels_per_unit_);
+    add(out_, tmp_);
+  }
+  if (groups_ > 1 && key_.epilogue.output != OutputKind::group_sums) {
+    for (int r = 0; r < rows; ++r)
+      for (int t = 0; t < t_count; ++t) {
+        if (plan_.float_sums_in_memory) {
+          zero(epilogue_temp(0));
+          vmovups(fsum_spill(r, t), epilogue_temp(0));
+        } else {
+          zero(fsum(r, t));
+        }
+      }
+  }
+
+  mark(tile + "K loop");
+  Label group_loop;
+  if (groups_ > 1) {
+    mov(gloop_, groups_);
+    L(group_loop);
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int t = 0; t < t_count; ++t) zero(acc(r, t));
+  emit_group_k(rows, units);
+  mark(tile + "group dequant");
+  emit_group_correction(rows, units);
+  if (groups_ > 1) {
+    dec(gloop_);
+    jnz(group_loop, T_NEAR);
+  }
+  if (key_.epilogue.output != OutputKind::group_sums) {
+    mark(tile + "epilogue");
+    emit_epilogue(rows, units);
+  }
+}
+
+void GemmGenerator::emit_group_k(int rows, int units) {
+  const int unroll = key_.blocking.k_unroll;
+  if (rows_per_group_ <= unroll) {
+    emit_k_rows(rows, units, static_cast<int>(rows_per_group_));
+    return;
+  }
+  const std::int64_t iterations = rows_per_group_ / unroll;
+  const int remainder = static_cast<int>(rows_per_group_ % unroll);
+  Label loop;
+  mov(kloop_, iterations);
+  L(loop);
+  emit_k_rows(rows, units, unroll);
+  dec(kloop_);
+  jnz(loop, T_NEAR);
+  if (remainder) emit_k_rows(rows, units, remainder);
+}
+
+void GemmGenerator::emit_k_rows(int rows, int units, int count) {
+  for (int i = 0; i < count; ++i)
+    emit_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
+  add(ak_, static_cast<int>(count * k_per_row_));
+  add(bk_, count * kPanelRowBytes);
+}
+
+// One 64-byte row of every panel in the tile: 16 columns x 4 k (int8) or x 8 k (int4).
+void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b) {
+  const int panels = units * panels_per_unit_;
+  for (int pp = 0; pp < panels; ++pp) {
+    const std::int64_t base = pp * panel_bytes_ + disp_b;
+    if (key_.blocking.prefetch_distance > 0)
+      prefetcht0(ptr[bk_ + base + key_.blocking.prefetch_distance]);
+    for (int v = 0; v < vectors_per_panel_; ++v) {
+      const int t = pp * vectors_per_panel_ + v;
+      const Address at = vector_at(bk_, base + v * vector_bytes_);
+      if (key_.bits == 8) {
+        if (zmm_)
+          vmovdqu32(weight(t, false), at);
+        else
+          vmovdqu(weight(t, false), at);
+        if (!isa_.vnni) vpabsb(abs_weight(t), weight(t, false));
+      } else {
+        // low nibbles = first quad, high nibbles = second quad
+        if (zmm_) {
+          vmovdqu32(weight(t, true), at);
+          vpandd(weight(t, false), weight(t, true), nibble_mask());
+          vpsrlw(weight(t, true), weight(t, true), 4);
+          vpandd(weight(t, true), weight(t, true), nibble_mask());
+        } else {
+          vmovdqu(weight(t, true), at);
+          vpand(weight(t, false), weight(t, true), nibble_mask());
+          vpsrlw(weight(t, true), weight(t, true), 4);
+          vpand(weight(t, true), weight(t, true), nibble_mask());
+        }
+      }
+    }
+  }
+  const int t_count = per_row(units);
+  const int quads = key_.bits == 8 ? 1 : 2;
+  for (int r = 0; r < rows; ++r)
+    for (int quad = 0; quad < quads; ++quad) {
+      vpbroadcastd(broadcast(), bcast_at(ak_, r * a_stride_ + disp_a + 4 * quad));
+      if (!isa_.vnni) vpxor(broadcast(), broadcast(), constant(kConstByte80));  // xu -> xq
+      for (int t = 0; t < t_count; ++t) emit_dot(acc(r, t), broadcast(), t, quad == 1);
+    }
+}
+
+void GemmGenerator::emit_dot(const Xmm& sum, const Xmm& x, int t, bool high) {
+  if (isa_.vnni) {
+    vpdpbusd(sum, x, weight(t, high));
+    return;
+  }
+  const Xmm temp = dot_temp();
+  if (key_.bits == 8) {
+    vpsignb(temp, x, weight(t, false));     // xq * sign(w)
+    vpmaddubsw(temp, abs_weight(t), temp);  // |w| * (xq * sign(w)), pairs
+  } else {
+    vpmaddubsw(temp, weight(t, high), x);  // nibble * xq, pairs
+  }
+  vpmaddwd(temp, temp, constant(kConstOnes16));  // pairs -> quads
+  vpaddd(sum, sum, temp);
+}
+
+}  // namespace qforge

@@ -1,0 +1,118 @@
+// The GEMM/GEMV generator for the zmm (AVX512-VNNI, EVEX), ymm (AVX-VNNI, VEX) and ymm
+// AVX2 paths. One loop structure, three dot-product flavours:
+//
+//   for unit block (NR units of 16 columns)            <- thread slice [unit_begin, unit_end)
+//     for row block (MR rows; tails 1..MR-1)
+//       register tile: acc[r][t] (int32), fsum[r][t] (float), t = panel x vector
+//       for group j:                                   (Kp / g groups, g / 4 rows each)
+//         acc = 0
+//         for packed row (64 bytes / panel): load weights, broadcast x quads, dot
+//         correct: C = acc (- comp) + zc * xsum_j  ;  fsum = fma(float(C), scale_j, fsum)
+//       y = fsum * a[row]; epilogue (bias, SwiGLU, residual); store (masked N tail)
+//
+// dot(acc, x, w):  VNNI      acc += vpdpbusd(xu, w)                 (then C = acc - comp)
+//                  AVX2 int8 acc += maddwd(maddubs(|w|, sign(xq, w)), 1)   (C = acc)
+//                  AVX2 int4 acc += maddwd(maddubs(nibble, xq), 1)         (C = acc)
+// The AVX2 forms compute sum xq * operand directly, exactly: |w| <= 128 and
+// |sign(xq, w)| <= 127, so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
+#pragma once
+
+#include <xbyak/xbyak.h>
+#include <xbyak/xbyak_util.h>
+
+#include "jit/core/jit_generator.h"
+#include "jit/gemm/gemm_args.h"
+#include "jit/gemm/gemm_key.h"
+#include "jit/gemm/register_budget.h"
+
+namespace qforge {
+
+class GemmGenerator : public JitGenerator {
+ public:
+  // Generates the kernel for `key` (throws qforge::Error if the key cannot be served).
+  explicit GemmGenerator(const GemmKey& key);
+  GemmKernelFn kernel() const { return kernel_; }
+  const GemmKey& key() const { return key_; }
+
+ private:
+  using Xmm = Xbyak::Xmm;
+  using Reg64 = Xbyak::Reg64;
+
+  // Loops.
+  void emit_unit_loop();
+  void emit_row_loop(int units);
+  void emit_tile(int rows, int units);
+  void emit_group_k(int rows, int units);
+  void emit_k_rows(int rows, int units, int count);
+  void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
+  void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
+  // Group end and epilogue (gemm_epilogue_emit.cpp).
+  void emit_group_correction(int rows, int units);
+  void emit_epilogue(int rows, int units);
+  void emit_unit_epilogue(int rows, int unit, int tail_columns);
+  void emit_store(const Xmm& y, const Xbyak::Address& at_f32, int lanes);
+  void emit_store_u8(const Xmm& y, const Reg64& base, int byte_offset, int lanes);
+  void emit_masked_load_add(const Xmm& y, const Reg64& base, int byte_offset, int lanes);
+  // Vector math (vector_math_emit.cpp).
+  void emit_silu(const Xmm& y, int first_temp);
+  void emit_round_half_away(const Xmm& y, const Xmm& temp);
+  void emit_constants();
+
+  // Register roles (see register_budget.h). t = packed panel * V + vector.
+  Xmm vec(int index) const;
+  Xmm acc(int row, int t) const;
+  Xmm fsum(int row, int t) const;  // float sums in registers
+  Xbyak::Address fsum_spill(int row, int t) const;
+  Xmm weight(int t, bool high) const;
+  Xmm abs_weight(int t) const;  // AVX2 int8: |w|
+  Xmm broadcast() const;
+  Xmm nibble_mask() const;
+  Xmm dot_temp() const;
+  Xmm epilogue_temp(int i) const;  // free after the K loop
+  Xbyak::Address constant(int offset) const;
+  Xbyak::Address vector_at(const Reg64& base, std::int64_t offset) const;
+  Xbyak::Address bcast_at(const Reg64& base, std::int64_t offset) const;
+  void zero(const Xmm& x);
+  int per_row(int units) const { return units * panels_per_unit_ * vectors_per_panel_; }
+
+  GemmKey key_;
+  VectorIsa isa_;
+  RegisterPlan plan_;
+  bool zmm_;
+  int panels_per_unit_, vectors_per_panel_, vector_bytes_;
+  std::int64_t groups_, rows_per_group_, panel_bytes_, group_data_bytes_, trailer_bytes_;
+  std::int64_t a_stride_, k_per_row_, n_padded_;
+  int max_per_row_;
+  int tile_rows_ = 1;     // rows of the tile being emitted
+  int tile_per_row_ = 1;  // vectors per row of the tile being emitted
+
+  Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
+  Xbyak::Label constants_;
+  GemmKernelFn kernel_ = nullptr;
+};
+
+// Constant table offsets (one vector each, vector_bytes apart, in emit_constants order).
+enum GemmConstant : int {
+  kConstByte80 = 0,
+  kConstOnes16,
+  kConstNibbleMask,
+  kConstHalf,
+  kConstExpLo,
+  kConstExpHi,
+  kConstLog2e,
+  kConstLn2Hi,
+  kConstLn2Lo,
+  kConstExpP0,
+  kConstExpP1,
+  kConstExpP2,
+  kConstExpP3,
+  kConstExpP4,
+  kConstExpP5,
+  kConstOne,
+  kConstExponentBias,
+  kConstZero,
+  kConst255,
+  kConstLaneMasks,  // ymm only: 8 x -1 then 8 x 0 (two vectors)
+};
+
+}  // namespace qforge

@@ -1,0 +1,66 @@
+// GemmKey: everything a generated kernel is specialised to. The fields are listed once
+// (fields()); equality, hashing and the printable kernel name derive from that list.
+//
+//   gemm_u8s8_avx512vnni_n2048_k5632_g128_w4s_m1_1x8u4_deq-f32
+//        isa ----^  N ----^  K ----^  g ^  ^bits+sym ^bucket ^MRxNR, K unroll ^epilogue
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "jit/cpu/isa.h"
+#include "jit/kernel/epilogue.h"
+
+namespace qforge {
+
+// Which rows a kernel is tuned for. M itself is always a run-time argument.
+enum class MBucket : std::uint8_t { one = 0, small, large };  // 1 | 2..4 | >= 5
+MBucket bucket_of(std::int64_t m);
+const char* bucket_name(MBucket bucket);
+
+// Register tile and streaming parameters (the tuner's search space).
+struct Blocking {
+  int mr = 1;                 // rows per register tile
+  int nr = 1;                 // output units (16 columns) per register tile
+  int k_unroll = 4;           // 64-byte packed rows per K-loop iteration
+  int prefetch_distance = 0;  // bytes ahead in each panel stream (0 = none)
+
+  auto fields() const { return std::tie(mr, nr, k_unroll, prefetch_distance); }
+  bool operator==(const Blocking& o) const { return fields() == o.fields(); }
+};
+
+inline constexpr int kGemmGeneratorVersion = 1;
+
+struct GemmKey {
+  Isa isa = Isa::avx2;
+  std::int64_t n = 0;  // output columns (per half for a SwiGLU pair)
+  std::int64_t k = 0;
+  std::int64_t k_padded = 0;  // Kp
+  std::int64_t group = 0;     // effective g (= Kp for per-channel / per-tensor)
+  int bits = 8;
+  bool asymmetric = false;
+  Epilogue epilogue;  // epilogue.swiglu => interleaved gate/up weights
+  MBucket bucket = MBucket::one;
+  Blocking blocking;
+  int version = kGemmGeneratorVersion;
+
+  auto fields() const {
+    return std::tie(isa, n, k, k_padded, group, bits, asymmetric, epilogue, bucket, blocking,
+                    version);
+  }
+  bool operator==(const GemmKey& o) const { return fields() == o.fields(); }
+
+  std::int64_t groups() const { return k_padded / group; }
+  int panels_per_unit() const { return epilogue.swiglu ? 2 : 1; }
+  std::int64_t units() const { return (n + 15) / 16; }
+};
+
+std::string kernel_name(const GemmKey& key);
+
+struct GemmKeyHash {
+  std::size_t operator()(const GemmKey& key) const;
+};
+
+}  // namespace qforge

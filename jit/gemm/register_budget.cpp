@@ -1,0 +1,63 @@
+#include "jit/gemm/register_budget.h"
+
+namespace qforge {
+
+VectorIsa vector_isa_of(Isa isa) {
+  switch (isa) {
+    case Isa::avx512_vnni:
+    case Isa::amx:
+      return {32, 64, true};
+    case Isa::avx_vnni:
+      return {16, 32, true};
+    default:
+      return {16, 32, false};
+  }
+}
+
+RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
+  const VectorIsa v = vector_isa_of(key.isa);
+  const int per_row = b.nr * key.panels_per_unit() * v.vectors_per_panel();
+  RegisterPlan plan;
+  plan.accumulators = b.mr * per_row;
+  plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;
+  plan.fixed = 1 + (key.bits == 4 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
+  if (key.groups() > 1) {
+    const int in_registers = plan.accumulators + plan.accumulators + plan.weights + plan.fixed;
+    if (in_registers <= v.registers && v.registers - 2 * plan.accumulators >= kEpilogueTemps)
+      plan.float_sums = plan.accumulators;
+    else
+      plan.float_sums_in_memory = true;
+  }
+  return plan;
+}
+
+bool fits(const GemmKey& key, const Blocking& b) {
+  if (b.mr < 1 || b.nr < 1 || b.k_unroll < 1 || b.prefetch_distance < 0) return false;
+  const VectorIsa v = vector_isa_of(key.isa);
+  const RegisterPlan plan = plan_registers(key, b);
+  return plan.total() <= v.registers &&
+         v.registers - plan.accumulators - plan.float_sums >= kEpilogueTemps;
+}
+
+Blocking default_blocking(const GemmKey& key) {
+  const int max_rows = key.bucket == MBucket::one ? 1 : key.bucket == MBucket::small ? 4 : 8;
+  const int max_units = key.bucket == MBucket::large ? 4 : 8;
+  Blocking best;
+  double best_score = -1;
+  for (int mr = 1; mr <= max_rows; ++mr)
+    for (int nr = 1; nr <= max_units; ++nr) {
+      Blocking b{mr, nr, 4, key.bucket == MBucket::large ? 0 : 1024};
+      if (!fits(key, b)) continue;
+      // Dot products per K step over loads per K step (weights + broadcasts); decode
+      // rows are fixed by M, so there the widest tile (most streams in flight) wins.
+      const double dots = double(mr) * nr;
+      const double loads = nr + mr;
+      const bool memory_sums = plan_registers(key, b).float_sums_in_memory;
+      double score = key.bucket == MBucket::large ? dots / loads * 100 + dots : mr * 100 + nr;
+      if (memory_sums) score *= 0.9;
+      if (score > best_score) best_score = score, best = b;
+    }
+  return best;
+}
+
+}  // namespace qforge

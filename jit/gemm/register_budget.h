@@ -1,0 +1,47 @@
+// How many vector registers a GEMM/GEMV register tile needs. One function answers for
+// the generator (which asserts it) and for the blocking heuristic and the tuner (which
+// never propose a tile that does not fit).
+//
+// Roles, for a tile of MR rows x NR units (P = NR * panels_per_unit packed panels,
+// V vectors per 16-column panel: 1 zmm or 2 ymm, T = P * V vectors per row):
+//   accumulators     MR * T           int32, from the top of the register file down
+//   float sums       MR * T           only when the kernel has several groups; kept in
+//                                     registers if they fit, else in the stack frame
+//   weights          T (int8 + VNNI)  or 2T (int4 low/high nibbles; int8 without VNNI:
+//                                     w and |w|), from register 0 up
+//   fixed            1 broadcast (+ nibble mask, + one AVX2 dot temp; AVX2's 0x80 and
+//                    ones16 constants are memory operands)
+// The epilogue needs kEpilogueTemps registers besides the live sums.
+#pragma once
+
+#include "jit/gemm/gemm_key.h"
+
+namespace qforge {
+
+inline constexpr int kEpilogueTemps = 6;
+
+struct VectorIsa {
+  int registers;     // 32 zmm or 16 ymm
+  int vector_bytes;  // 64 or 32
+  bool vnni;         // vpdpbusd available (else the AVX2 vpmaddubsw sequence)
+  int vectors_per_panel() const { return 64 / vector_bytes; }
+};
+VectorIsa vector_isa_of(Isa isa);
+
+struct RegisterPlan {
+  int accumulators = 0;
+  int float_sums = 0;  // 0 when single group or kept in memory
+  bool float_sums_in_memory = false;
+  int weights = 0;
+  int fixed = 0;
+  int total() const { return accumulators + float_sums + weights + fixed; }
+};
+
+// The plan for `blocking` under `key`'s ISA and scheme; fits() says whether it is legal.
+RegisterPlan plan_registers(const GemmKey& key, const Blocking& blocking);
+bool fits(const GemmKey& key, const Blocking& blocking);
+
+// The analytic default blocking for a key (its own blocking field is ignored).
+Blocking default_blocking(const GemmKey& key);
+
+}  // namespace qforge

@@ -1,0 +1,160 @@
+// Generated kernels against ops/ref on every ISA path this process can run (natively,
+// or through the opt-in instruction emulator), over random shapes and every tail class.
+// Run under QFORGE_MAX_ISA=avx-vnni / avx2 to pin a path.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "jit/base/error.h"
+#include "jit/cpu/isa.h"
+#include "jit/gemm/gemm_generator.h"
+#include "jit/gemm/register_budget.h"
+#include "tests/support/kernel_runner.h"
+
+namespace qforge {
+namespace {
+
+std::vector<Isa> kernel_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
+    if (isa_usable(isa)) out.push_back(isa);
+  return out;
+}
+
+// Native paths get the big sweep; emulated ones (thousands of traps per call) a smaller one.
+int sweep_size(Isa isa, int native) {
+  const bool emulated = !(hardware_isa_mask(cpu_info()) & isa_bit(isa));
+  return emulated ? native / 8 : native;
+}
+
+const char* const kSchemes[] = {"int8",      "int8-asym",      "int4-g32",   "int4-g32-asym",
+                                "int8-g64",  "int8-g128-asym", "int4-g128",  "int4-asym",
+                                "int4-g256", "int8-g36",       "int8-tensor"};
+
+Epilogue epilogue_number(int i) {
+  switch (i % 6) {
+    case 0:
+      return Epilogue{};
+    case 1:
+      return Epilogue{true, false, false, OutputKind::f32};
+    case 2:
+      return Epilogue{false, false, true, OutputKind::f32};
+    case 3:
+      return Epilogue{false, true, false, OutputKind::f32};
+    case 4:
+      return Epilogue{false, false, false, OutputKind::u8};
+    default:
+      return Epilogue{false, false, false, OutputKind::group_sums};
+  }
+}
+
+void expect_kernel_matches(const test::KernelCase& c) {
+  const std::string error = test::check_kernel(c);
+  EXPECT_EQ(error, "") << test::describe(c);
+}
+
+TEST(GemmKernels, EveryTailClassAndEpilogue) {
+  const auto isas = kernel_isas();
+  ASSERT_FALSE(isas.empty()) << "no kernel ISA usable on this CPU";
+  for (Isa isa : isas) {
+    int index = 0;
+    for (const char* scheme : kSchemes)
+      for (std::int64_t m : {1, 2, 3, 4, 5, 9}) {
+        if (index++ % (sweep_size(isa, 8) > 1 ? 1 : 4) != 0) continue;
+        for (std::int64_t n : {1, 15, 16, 17, 40}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.k = (n * 37 + m * 12) % 300 / 4 * 4 + 4;
+          c.scheme = parse_quant_scheme(scheme);
+          c.epilogue = epilogue_number(int(m + n));
+          c.seed = m * 131 + n;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+  }
+}
+
+TEST(GemmKernels, RandomShapes) {
+  for (Isa isa : kernel_isas()) {
+    std::mt19937 rng(static_cast<unsigned>(isa) * 7 + 1);
+    const int cases = sweep_size(isa, 600);
+    for (int i = 0; i < cases; ++i) {
+      test::KernelCase c;
+      c.isa = isa;
+      c.n = std::uniform_int_distribution<int>(1, 300)(rng);
+      c.k = std::uniform_int_distribution<int>(1, 256)(rng) * 4;
+      const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
+      c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
+      c.scheme = parse_quant_scheme(kSchemes[i % std::size(kSchemes)]);
+      c.epilogue = epilogue_number(i / 3);
+      c.seed = 1000 + i;
+      c.unit_splits = 1 + i % 3;
+      expect_kernel_matches(c);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST(GemmKernels, LlamaShapesAndLargeM) {
+  struct Shape {
+    std::int64_t n, k;
+  };
+  for (Isa isa : kernel_isas()) {
+    const bool emulated = !(hardware_isa_mask(cpu_info()) & isa_bit(isa));
+    for (const Shape s : {Shape{64, 4096}, Shape{48, 11008}, Shape{2048, 64}})
+      for (std::int64_t m : {1, 4, 33, 128}) {
+        if (emulated && m > 4) continue;
+        for (const char* scheme : {"int8", "int4-g128", "int8-g128-asym", "int4-g32-asym"}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = s.n;
+          c.k = s.k;
+          c.scheme = parse_quant_scheme(scheme);
+          c.seed = s.n + s.k + m;
+          c.unit_splits = 2;
+          expect_kernel_matches(c);
+          c.epilogue = Epilogue{false, false, false, OutputKind::group_sums};
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+  }
+}
+
+TEST(GemmKernels, EveryBlockingThatFits) {
+  for (Isa isa : kernel_isas()) {
+    int checked = 0;
+    const bool emulated = !(hardware_isa_mask(cpu_info()) & isa_bit(isa));
+    for (const char* scheme : {"int8", "int4-g64-asym", "int8-g32"})
+      for (int mr = 1; mr <= 8; ++mr)
+        for (int nr = 1; nr <= 8; ++nr) {
+          if (emulated && (mr + nr) % 3 != 0) continue;
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = mr + 2;
+          c.n = 16 * nr + 5;
+          c.k = 200;
+          c.scheme = parse_quant_scheme(scheme);
+          c.default_blocking = false;
+          c.blocking = Blocking{mr, nr, 1 + (mr + nr) % 5, (mr % 2) * 512};
+          c.epilogue = epilogue_number(mr * nr);
+          const PackedHeader h = make_packed_header(c.n, c.k, c.scheme, c.epilogue.swiglu);
+          const GemmKey key = test::key_for(c, h);
+          if (!fits(key, c.blocking)) {
+            EXPECT_THROW(GemmGenerator{key}, Error) << test::describe(c);
+            continue;
+          }
+          expect_kernel_matches(c);
+          ++checked;
+          if (HasFailure()) return;
+        }
+    EXPECT_GE(checked, 4) << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace qforge

@@ -1,0 +1,156 @@
+#include "tests/support/kernel_runner.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "jit/gemm/gemm_generator.h"
+#include "jit/gemm/register_budget.h"
+#include "ops/ref/gemm_reference.h"
+#include "tests/support/random_data.h"
+
+namespace qforge::test {
+
+std::string describe(const KernelCase& c) {
+  std::ostringstream s;
+  s << isa_name(c.isa) << " M " << c.m << " N " << c.n << " K " << c.k << " " << to_string(c.scheme)
+    << " " << epilogue_name(c.epilogue) << " seed " << c.seed << " splits " << c.unit_splits;
+  if (!c.default_blocking) s << " blocking " << c.blocking.mr << "x" << c.blocking.nr;
+  return s.str();
+}
+
+GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
+  GemmKey key;
+  key.isa = c.isa;
+  key.n = h.n;
+  key.k = h.k;
+  key.k_padded = h.k_padded;
+  key.group = h.group;
+  key.bits = h.bits;
+  key.asymmetric = h.asymmetric;
+  key.epilogue = c.epilogue;
+  key.bucket = bucket_of(c.m);
+  key.blocking = c.default_blocking ? default_blocking(key) : c.blocking;
+  return key;
+}
+
+namespace {
+
+constexpr std::uint8_t kPoison = 0xA5;
+constexpr int kGuardBytes = 256;
+
+}  // namespace
+
+std::string check_kernel(const KernelCase& c) {
+  const std::int64_t m = c.m, n = c.n, k = c.k;
+  const bool pair = c.epilogue.swiglu;
+  const auto w = random_floats(n * k, c.seed, 0.05f);
+  const auto w_up = random_floats(n * k, c.seed + 7, 0.05f);
+  const auto x = random_floats(m * k, c.seed + 1, 1.f);
+  const PackedWeights packed = pair ? pack_swiglu_pair(w.data(), w_up.data(), n, k, c.scheme, 1)
+                                    : pack_weights(w.data(), n, k, c.scheme, 1);
+  QuantizedActivations xq;
+  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
+  quantize_activations(x.data(), k, xq);
+
+  const GemmKey key = key_for(c, packed.header);
+  GemmGenerator generator(key);
+
+  const std::int64_t ldc = n + 3;  // a stride wider than N: columns N..ldc must stay untouched
+  const auto bias = random_floats(n, c.seed + 2, 1.f);
+  const auto residual = random_floats(m * (n + 5), c.seed + 3, 1.f);
+  EpilogueArgs args;
+  args.bias = bias.data();
+  args.residual = residual.data();
+  args.ld_residual = n + 5;
+  args.out_scale = 0.02f;
+  args.out_zero_point = 120;
+
+  const std::int64_t groups = packed.geometry.groups;
+  const bool sums = c.epilogue.output == OutputKind::group_sums;
+  const std::int64_t element = c.epilogue.output == OutputKind::u8 ? 1 : 4;
+  const std::int64_t out_bytes = sums ? m * groups * packed.header.n_padded * 4 : m * ldc * element;
+  std::vector<std::uint8_t> got(out_bytes + kGuardBytes, kPoison), want(out_bytes, kPoison);
+  if (!sums) gemm_reference(packed, xq, c.epilogue, args, want.data(), ldc);
+
+  GemmCallArgs call;
+  call.a = xq.xu.data();
+  call.a_scale = xq.scale.data();
+  call.a_sums = xq.group_sums.data();
+  call.b = packed.data.data();
+  call.c = got.data();
+  call.bias = bias.data();
+  call.residual = residual.data();
+  call.c_stride = ldc;
+  call.residual_stride = n + 5;
+  call.m = m;
+  call.out_scale = args.out_scale;
+  call.out_zero_point = static_cast<float>(args.out_zero_point);
+  const std::int64_t units = key.units();
+  for (int s = 0; s < c.unit_splits; ++s) {
+    call.unit_begin = units * s / c.unit_splits;
+    call.unit_end = units * (s + 1) / c.unit_splits;
+    generator.kernel()(&call);
+  }
+
+  std::ostringstream error;
+  for (int i = 0; i < kGuardBytes; ++i)
+    if (got[out_bytes + i] != kPoison)
+      return "wrote past the end of the output (guard byte " + std::to_string(i) + ")";
+  if (sums) {
+    const int halves = pair ? 2 : 1;
+    std::vector<std::int32_t> ref(m * n * halves * groups);
+    group_sums_reference(packed, xq, ref.data());
+    for (std::int64_t r = 0; r < m; ++r)
+      for (int half = 0; half < halves; ++half)
+        for (std::int64_t col = 0; col < n; ++col)
+          for (std::int64_t j = 0; j < groups; ++j) {
+            const std::int64_t packed_col = (col / 16 * halves + half) * 16 + col % 16;
+            std::int32_t value;
+            std::memcpy(&value,
+                        got.data() + ((r * groups + j) * packed.header.n_padded + packed_col) * 4,
+                        4);
+            const std::int32_t expected = ref[(r * n * halves + half * n + col) * groups + j];
+            if (value != expected) {
+              error << "group sum m " << r << " col " << col << " half " << half << " group " << j
+                    << ": got " << value << " want " << expected;
+              return error.str();
+            }
+          }
+    return "";
+  }
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t col = 0; col < ldc; ++col) {
+      const std::int64_t at = (r * ldc + col) * element;
+      if (col >= n) {
+        for (int b = 0; b < element; ++b)
+          if (got[at + b] != kPoison) {
+            error << "wrote column " << col << " >= N in row " << r;
+            return error.str();
+          }
+        continue;
+      }
+      if (element == 1) {
+        // u8 is exact, except after SwiGLU whose exp may differ from std::exp in the
+        // last bits and so move a value across a rounding boundary.
+        const int diff = std::abs(int(got[at]) - int(want[at]));
+        if (diff > (c.epilogue.swiglu ? 1 : 0)) {
+          error << "u8 m " << r << " col " << col << ": got " << int(got[at]) << " want "
+                << int(want[at]);
+          return error.str();
+        }
+        continue;
+      }
+      float g, e;
+      std::memcpy(&g, got.data() + at, 4);
+      std::memcpy(&e, want.data() + at, 4);
+      const float tolerance = 1e-6f * std::fabs(e) + 1e-30f;
+      if (!(std::fabs(g - e) <= tolerance)) {
+        error << "f32 m " << r << " col " << col << ": got " << g << " want " << e;
+        return error.str();
+      }
+    }
+  return "";
+}
+
+}  // namespace qforge::test

@@ -1,0 +1,34 @@
+// Runs one generated GEMM kernel over a problem and checks it against ops/ref:
+// poisoned outputs with guard bytes, int32 group sums bit-exact, floats to 1e-6.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/gemm/gemm_key.h"
+#include "ops/quant/activation.h"
+#include "ops/quant/pack.h"
+
+namespace qforge::test {
+
+struct KernelCase {
+  Isa isa = Isa::avx2;
+  std::int64_t m = 1, n = 16, k = 64;
+  QuantScheme scheme;
+  Epilogue epilogue;
+  std::uint64_t seed = 1;
+  Blocking blocking{};  // mr == 0: default for the bucket
+  bool default_blocking = true;
+  int unit_splits = 1;  // call the kernel on this many unit ranges (as threads would)
+};
+
+std::string describe(const KernelCase& c);
+
+// Returns "" when the kernel matches the reference, else a description of the mismatch.
+std::string check_kernel(const KernelCase& c);
+
+// The key ops/linear would build for this case.
+GemmKey key_for(const KernelCase& c, const PackedHeader& header);
+
+}  // namespace qforge::test
