@@ -6,5 +6,6 @@
 namespace qforge::cli {
 
 void register_info(CLI::App& app);
+void register_quantize(CLI::App& app);
 
 }  // namespace qforge::cli

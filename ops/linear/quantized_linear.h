@@ -1,0 +1,48 @@
+// A quantized linear layer: packed weights + the epilogue fused into its kernel, called
+// through the code cache and split across the thread pool by output units.
+//
+//   x (f32, M x K) --quantize_activations--> xu, a, xsum --kernel(s)--> y (epilogue)
+//
+// The kernel ISA is the best usable one (QFORGE_MAX_ISA / --max-isa honoured); a
+// generator that cannot serve a key falls back zmm -> ymm VNNI -> ymm AVX2 -> reference,
+// and the fallback is reported once on stderr.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "jit/core/code_cache.h"
+#include "jit/gemm/gemm_key.h"
+#include "ops/linear/thread_pool.h"
+#include "ops/quant/activation.h"
+#include "ops/quant/pack.h"
+
+namespace qforge {
+
+class QuantizedLinear {
+ public:
+  QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());
+
+  // The key used for M rows (blocking = the analytic default).
+  GemmKey key_for(std::int64_t m) const;
+  // Keys for the M buckets a model will use (for CodeCache::warmup).
+  std::vector<GemmKey> warmup_keys() const;
+
+  // y = epilogue(x W^T); x is already quantized (row layout matching the weights).
+  void forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
+               ThreadPool& pool) const;
+  // Quantizes x (M x K, leading dimension ldx) into `scratch` first.
+  void forward(const float* x, std::int64_t m, std::int64_t ldx, QuantizedActivations& scratch,
+               const EpilogueArgs& args, void* out, std::int64_t ldc, ThreadPool& pool) const;
+
+  const PackedWeights& weights() const { return weights_; }
+  const Epilogue& epilogue() const { return epilogue_; }
+  Isa isa() const { return isa_; }
+
+ private:
+  PackedWeights weights_;
+  Epilogue epilogue_;
+  Isa isa_;
+};
+
+}  // namespace qforge

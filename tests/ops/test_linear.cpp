@@ -1,0 +1,110 @@
+// The call site: thread splits, the code cache under concurrency, W^X code pages.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "jit/core/code_cache.h"
+#include "ops/linear/quantized_linear.h"
+#include "ops/ref/gemm_reference.h"
+#include "tests/support/random_data.h"
+
+namespace qforge {
+namespace {
+
+struct Layer {
+  std::vector<float> w, x;
+  QuantizedLinear linear;
+};
+
+Layer make_layer(std::int64_t n, std::int64_t k, std::int64_t m, const char* scheme,
+                 std::uint64_t seed) {
+  auto w = test::random_floats(n * k, seed, 0.05f);
+  auto x = test::random_floats(m * k, seed + 1, 1.f);
+  PackedWeights packed = pack_weights(w.data(), n, k, parse_quant_scheme(scheme), 1);
+  return Layer{std::move(w), std::move(x), QuantizedLinear(std::move(packed), Epilogue{})};
+}
+
+TEST(QuantizedLinear, MatchesReferenceForEveryThreadCount) {
+  for (const char* scheme : {"int8", "int4-g128", "int8-g64-asym"})
+    for (std::int64_t m : {1, 3, 17}) {
+      const std::int64_t n = 300, k = 512;
+      const Layer layer = make_layer(n, k, m, scheme, m + 5);
+      QuantizedActivations xq;
+      std::vector<float> want(m * n);
+      prepare_activations(xq, m, k, layer.linear.weights().header.k_padded,
+                          layer.linear.weights().header.group);
+      quantize_activations(layer.x.data(), k, xq);
+      gemm_reference(layer.linear.weights(), xq, Epilogue{}, {}, want.data(), n);
+      for (int threads : {1, 2, 3, 7}) {
+        ThreadPool pool(threads);
+        std::vector<float> got(m * n, -7.f);
+        QuantizedActivations scratch;
+        layer.linear.forward(layer.x.data(), m, k, scratch, {}, got.data(), n, pool);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+            << scheme << " M " << m << " threads " << threads;
+      }
+    }
+}
+
+TEST(QuantizedLinear, HonoursTheIsaCap) {
+  const Isa saved = max_isa();
+  set_max_isa(Isa::avx2);
+  const Layer layer = make_layer(32, 64, 1, "int8", 3);
+  EXPECT_LE(layer.linear.isa(), Isa::avx2);
+  set_max_isa(saved);
+}
+
+TEST(CodeCache, ConcurrentCallersGetIdenticalResults) {
+  std::vector<Layer> layers;
+  for (int i = 0; i < 6; ++i)
+    layers.push_back(make_layer(40 + 16 * i, 64 * (i + 1), 2, i % 2 ? "int4-g64" : "int8", i));
+  std::vector<std::vector<float>> expected;
+  ThreadPool single(1);
+  for (const Layer& l : layers) {
+    std::vector<float> y(2 * l.linear.weights().n());
+    QuantizedActivations scratch;
+    l.linear.forward(l.x.data(), 2, l.linear.weights().k(), scratch, {}, y.data(),
+                     l.linear.weights().n(), single);
+    expected.push_back(y);
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t)
+    callers.emplace_back([&, t] {
+      ThreadPool pool(1);
+      QuantizedActivations scratch;
+      for (int round = 0; round < 50; ++round) {
+        const Layer& l = layers[(t + round) % layers.size()];
+        std::vector<float> y(2 * l.linear.weights().n());
+        l.linear.forward(l.x.data(), 2, l.linear.weights().k(), scratch, {}, y.data(),
+                         l.linear.weights().n(), pool);
+        if (y != expected[(t + round) % layers.size()]) ++mismatches;
+      }
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(CodeCache, NoPageIsWritableAndExecutable) {
+  const Layer layer = make_layer(64, 256, 4, "int4-g32-asym", 9);
+  CodeCache::global().warmup(layer.linear.warmup_keys());
+  ASSERT_GT(CodeCache::global().size(), 0u);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  int executable = 0;
+  while (std::getline(maps, line)) {
+    std::istringstream fields(line);
+    std::string range, perms;
+    fields >> range >> perms;
+    if (perms.size() >= 3 && perms[2] == 'x') ++executable;
+    EXPECT_FALSE(perms[1] == 'w' && perms[2] == 'x') << line;
+  }
+  EXPECT_GT(executable, 0);
+}
+
+}  // namespace
+}  // namespace qforge
