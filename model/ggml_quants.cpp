@@ -1,0 +1,189 @@
+#include "model/ggml_quants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "model/half_float.h"
+
+namespace qforge {
+
+namespace {
+
+static_assert(kQ8_0BlockBytes == 34 && kQ4_0BlockBytes == 18 && kQ4_1BlockBytes == 20);
+
+std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t value;
+  std::memcpy(&value, p, sizeof(value));
+  return value;
+}
+
+void store_u16(std::byte* p, std::uint16_t value) {
+  std::memcpy(p, &value, sizeof(value));
+}
+
+// Truncates toward zero like ggml's (int8_t) casts, clamped to [low, high]; NaN becomes low.
+int truncate_clamped(float value, int low, int high) {
+  if (!(value >= static_cast<float>(low))) return low;
+  if (value >= static_cast<float>(high)) return high;
+  return static_cast<int>(value);
+}
+
+int round_clamped(float value, int low, int high) {
+  if (std::isnan(value)) return 0;
+  return static_cast<int>(
+      std::clamp(std::round(value), static_cast<float>(low), static_cast<float>(high)));
+}
+
+void dequantize_q8_0(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  for (std::size_t i = 0; i < 32; ++i)
+    out[i] = d * static_cast<float>(static_cast<std::int8_t>(block[2 + i]));
+}
+
+void dequantize_q4_0(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto byte = static_cast<std::uint8_t>(block[2 + j]);
+    out[j] = d * static_cast<float>((byte & 0x0f) - 8);
+    out[j + 16] = d * static_cast<float>((byte >> 4) - 8);
+  }
+}
+
+void dequantize_q4_1(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  const float m = f16_to_f32(load_u16(block + 2));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto byte = static_cast<std::uint8_t>(block[4 + j]);
+    out[j] = d * static_cast<float>(byte & 0x0f) + m;
+    out[j + 16] = d * static_cast<float>(byte >> 4) + m;
+  }
+}
+
+void quantize_q8_0(const float* values, std::byte* block) {
+  float max_abs = 0.0f;
+  for (std::size_t i = 0; i < 32; ++i) max_abs = std::max(max_abs, std::fabs(values[i]));
+  const float d = max_abs / 127.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  for (std::size_t i = 0; i < 32; ++i)
+    block[2 + i] = static_cast<std::byte>(
+        static_cast<std::int8_t>(round_clamped(values[i] * inverse, -127, 127)));
+}
+
+// Q4_0 scales by the value of largest magnitude, keeping its sign: d = max / -8, so that
+// value lands exactly on nibble 0 and the other end keeps one more step (nibble 15 = +7d).
+void quantize_q4_0(const float* values, std::byte* block) {
+  float max_abs = 0.0f;
+  float extreme = 0.0f;
+  for (std::size_t i = 0; i < 32; ++i) {
+    if (max_abs < std::fabs(values[i])) {
+      max_abs = std::fabs(values[i]);
+      extreme = values[i];
+    }
+  }
+  const float d = extreme / -8.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const int low = truncate_clamped(values[j] * inverse + 8.5f, 0, 15);
+    const int high = truncate_clamped(values[j + 16] * inverse + 8.5f, 0, 15);
+    block[2 + j] = static_cast<std::byte>(low | (high << 4));
+  }
+}
+
+void quantize_q4_1(const float* values, std::byte* block) {
+  float min = values[0];
+  float max = values[0];
+  for (std::size_t i = 1; i < 32; ++i) {
+    min = std::min(min, values[i]);
+    max = std::max(max, values[i]);
+  }
+  const float d = (max - min) / 15.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  store_u16(block + 2, f32_to_f16(min));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const int low = truncate_clamped((values[j] - min) * inverse + 0.5f, 0, 15);
+    const int high = truncate_clamped((values[j + 16] - min) * inverse + 0.5f, 0, 15);
+    block[4 + j] = static_cast<std::byte>(low | (high << 4));
+  }
+}
+
+void check_sizes(GgmlType type, std::size_t values, std::size_t bytes, std::string_view what) {
+  if (!is_supported(type))
+    fail(what, ": type ", ggml_type_name(type),
+         " is not supported (F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are)");
+  const std::uint64_t expected = ggml_row_bytes(type, values);
+  if (bytes != expected)
+    fail(what, ": ", values, " values of ", ggml_type_name(type), " take ", expected,
+         " bytes, but the buffer has ", bytes);
+}
+
+}  // namespace
+
+void dequantize_row(GgmlType type, std::span<const std::byte> row, std::span<float> out) {
+  check_sizes(type, out.size(), row.size(), "dequantize_row");
+  const std::byte* in = row.data();
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(out.data(), in, out.size() * sizeof(float));
+      return;
+    case GgmlType::F16:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(load_u16(in + 2 * i));
+      return;
+    case GgmlType::BF16:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16(in + 2 * i));
+      return;
+    case GgmlType::Q8_0:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q8_0(in + b * kQ8_0BlockBytes, out.data() + b * 32);
+      return;
+    case GgmlType::Q4_0:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q4_0(in + b * kQ4_0BlockBytes, out.data() + b * 32);
+      return;
+    case GgmlType::Q4_1:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q4_1(in + b * kQ4_1BlockBytes, out.data() + b * 32);
+      return;
+    default:
+      break;
+  }
+  fail("dequantize_row: type ", ggml_type_name(type), " is not supported");
+}
+
+void quantize_row(GgmlType type, std::span<const float> values, std::span<std::byte> out) {
+  check_sizes(type, values.size(), out.size(), "quantize_row");
+  std::byte* dst = out.data();
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(dst, values.data(), values.size() * sizeof(float));
+      return;
+    case GgmlType::F16:
+      for (std::size_t i = 0; i < values.size(); ++i) store_u16(dst + 2 * i, f32_to_f16(values[i]));
+      return;
+    case GgmlType::BF16:
+      for (std::size_t i = 0; i < values.size(); ++i)
+        store_u16(dst + 2 * i, f32_to_bf16(values[i]));
+      return;
+    case GgmlType::Q8_0:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q8_0(values.data() + b * 32, dst + b * kQ8_0BlockBytes);
+      return;
+    case GgmlType::Q4_0:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_0(values.data() + b * 32, dst + b * kQ4_0BlockBytes);
+      return;
+    case GgmlType::Q4_1:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_1(values.data() + b * 32, dst + b * kQ4_1BlockBytes);
+      return;
+    default:
+      break;
+  }
+  fail("quantize_row: type ", ggml_type_name(type), " is not supported");
+}
+
+}  // namespace qforge

@@ -1,0 +1,57 @@
+// Writes GGUF v3 files (layout drawn in gguf_reader.h): metadata of every value type and
+// tensors with their data aligned. The file appears atomically: it is written to
+// "<path>.tmp" and renamed, so a failure leaves no partial output behind.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/gguf_types.h"
+
+namespace qforge {
+
+class GgufWriter {
+ public:
+  // An alignment other than 32 is recorded as metadata 'general.alignment' (uint32).
+  explicit GgufWriter(std::uint32_t alignment = kGgufDefaultAlignment);
+
+  // Keys must be unique; 'general.alignment' is set through the constructor only.
+  void add(std::string key, GgufValue value);
+
+  // `dims` are in ggml order (dims[0] contiguous). `data` must hold exactly the bytes of
+  // that shape in that type (any known ggml type); it is copied.
+  void add_tensor(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
+                  std::span<const std::byte> data);
+  // Encodes float values (row-major, dims[0] fastest) to F32, F16, BF16, Q8_0, Q4_0 or Q4_1.
+  void add_tensor_from_f32(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
+                           std::span<const float> values);
+
+  // Writes the file; throws qforge::Error naming the path on any failure.
+  void write(const std::string& path) const;
+
+  std::uint32_t alignment() const { return alignment_; }
+
+ private:
+  struct PendingTensor {
+    GgufTensorInfo info;
+    std::vector<std::byte> data;
+  };
+
+  void check_new_tensor(const std::string& name, GgmlType type,
+                        const std::vector<std::uint64_t>& dims) const;
+  GgufTensorInfo make_info(std::string name, GgmlType type,
+                           const std::vector<std::uint64_t>& dims) const;
+
+  std::uint32_t alignment_;
+  std::vector<GgufKeyValue> metadata_;
+  std::map<std::string, std::size_t, std::less<>> metadata_index_;
+  std::vector<PendingTensor> tensors_;
+  std::map<std::string, std::size_t, std::less<>> tensor_index_;
+  std::uint64_t next_offset_ = 0;
+};
+
+}  // namespace qforge

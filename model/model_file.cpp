@@ -1,0 +1,195 @@
+#include "model/model_file.h"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "jit/base/error.h"
+#include "model/ggml_quants.h"
+
+namespace qforge {
+
+namespace {
+
+// llama2.c field name -> GGUF role inside a block ("blk.N.<role>.weight").
+struct RoleName {
+  std::string_view llama2c;
+  std::string_view gguf_role;
+};
+constexpr RoleName kLayerRoles[] = {
+    {"rms_att_weight", "attn_norm"},
+    {"wq", "attn_q"},
+    {"wk", "attn_k"},
+    {"wv", "attn_v"},
+    {"wo", "attn_output"},
+    {"rms_ffn_weight", "ffn_norm"},
+    {"w1", "ffn_gate"},
+    {"w2", "ffn_down"},
+    {"w3", "ffn_up"},
+};
+
+std::string gguf_name_of(const Llama2cTensor& tensor) {
+  if (tensor.name == "token_embedding_table") return "token_embd.weight";
+  if (tensor.name == "rms_final_weight") return "output_norm.weight";
+  if (tensor.name == "wcls") return "output.weight";
+  for (const RoleName& role : kLayerRoles) {
+    if (tensor.name == role.llama2c) return layer_tensor_name(tensor.layer, role.gguf_role);
+  }
+  return {};  // freq_cis tables: not model weights
+}
+
+struct ExpectedShape {
+  std::string name;
+  std::int64_t rows;
+  std::int64_t columns;
+};
+
+std::vector<ExpectedShape> expected_shapes(const LlamaConfig& c) {
+  std::vector<ExpectedShape> shapes = {{"token_embd.weight", c.vocab_size, c.dim}};
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    shapes.push_back({layer_tensor_name(layer, "attn_norm"), 1, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "attn_q"), c.dim, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "attn_k"), c.kv_dim(), c.dim});
+    shapes.push_back({layer_tensor_name(layer, "attn_v"), c.kv_dim(), c.dim});
+    shapes.push_back({layer_tensor_name(layer, "attn_output"), c.dim, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "ffn_norm"), 1, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "ffn_gate"), c.hidden_dim, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "ffn_up"), c.hidden_dim, c.dim});
+    shapes.push_back({layer_tensor_name(layer, "ffn_down"), c.dim, c.hidden_dim});
+  }
+  shapes.push_back({"output_norm.weight", 1, c.dim});
+  if (!c.tied_embedding) shapes.push_back({"output.weight", c.vocab_size, c.dim});
+  return shapes;
+}
+
+std::string shape_text(std::int64_t rows, std::int64_t columns) {
+  return "[" + std::to_string(rows) + "][" + std::to_string(columns) + "]";
+}
+
+bool starts_with_gguf_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 4> magic{};
+  return in.read(magic.data(), magic.size()) && std::memcmp(magic.data(), "GGUF", 4) == 0;
+}
+
+}  // namespace
+
+std::string layer_tensor_name(int layer, std::string_view role) {
+  return "blk." + std::to_string(layer) + "." + std::string(role) + ".weight";
+}
+
+std::span<const std::byte> TensorView::row(std::int64_t index) const {
+  if (index < 0 || index >= rows)
+    fail("tensor '", name, "': row ", index, " is outside [0, ", rows, ")");
+  const std::uint64_t bytes = row_bytes();
+  return {data + static_cast<std::uint64_t>(index) * bytes, static_cast<std::size_t>(bytes)};
+}
+
+void TensorView::row_to_f32(std::int64_t index, std::span<float> out) const {
+  if (static_cast<std::int64_t>(out.size()) != columns)
+    fail("tensor '", name, "': row_to_f32 needs ", columns, " floats, got ", out.size());
+  dequantize_row(type, row(index), out);
+}
+
+std::string TensorView::shape_string() const {
+  return shape_text(rows, columns);
+}
+
+ModelFile ModelFile::from_gguf(std::string path) {
+  ModelFile model;
+  model.format_ = ModelFormat::Gguf;
+  model.gguf_ = std::make_unique<GgufReader>(std::move(path));
+  const GgufReader& gguf = *model.gguf_;
+  model.path_ = gguf.path();
+  model.config_ = llama_config_from_gguf(gguf);
+  std::set<std::string, std::less<>> needed;
+  for (const ExpectedShape& expected : expected_shapes(model.config_)) needed.insert(expected.name);
+  for (const GgufTensorInfo& info : gguf.tensors()) {
+    const bool is_needed = needed.count(info.name) != 0;
+    // Tensors the Llama graph does not use stay reachable through gguf(), whatever their type.
+    if (!is_needed && (!is_supported(info.type) || info.n_dims > 2)) continue;
+    if (info.n_dims > 2)
+      fail(model.path_, ": tensor '", info.name, "' has ", info.n_dims, " dims ",
+           info.shape_string(), ", expected a matrix or a vector");
+    const std::span<const std::byte> data = gguf.tensor_data(info);  // throws for Q4_K etc.
+    model.add({info.name, info.type, static_cast<std::int64_t>(info.rows()),
+               static_cast<std::int64_t>(info.columns()), data.data(), data.size()});
+  }
+  model.check_shapes();
+  return model;
+}
+
+ModelFile ModelFile::from_llama2c(std::string path) {
+  ModelFile model;
+  model.format_ = ModelFormat::Llama2c;
+  model.llama2c_ = std::make_unique<Llama2cCheckpoint>(std::move(path));
+  model.path_ = model.llama2c_->path();
+  model.config_ = model.llama2c_->config();
+  for (const Llama2cTensor& tensor : model.llama2c_->tensors()) {
+    std::string name = gguf_name_of(tensor);
+    if (name.empty()) continue;
+    model.add({std::move(name), GgmlType::F32, tensor.rows, tensor.columns, tensor.data,
+               tensor.byte_size()});
+  }
+  model.check_shapes();
+  return model;
+}
+
+void ModelFile::add(TensorView view) {
+  index_.emplace(view.name, tensors_.size());
+  tensors_.push_back(std::move(view));
+}
+
+void ModelFile::check_shapes() const {
+  const TensorView* embedding = find_tensor("token_embd.weight");
+  if (embedding && embedding->columns == config_.dim && embedding->rows != config_.vocab_size)
+    fail(path_, ": tensor 'token_embd.weight' has ", embedding->rows,
+         " rows, but the vocabulary has ", config_.vocab_size, " tokens (",
+         format_ == ModelFormat::Gguf ? kGgufLlamaFields.vocab_size : kLlama2cFields.vocab_size,
+         ")");
+  for (const ExpectedShape& expected : expected_shapes(config_)) {
+    const TensorView* actual = find_tensor(expected.name);
+    if (!actual) fail(path_, ": tensor '", expected.name, "' is missing");
+    if (actual->rows != expected.rows || actual->columns != expected.columns)
+      fail(path_, ": tensor '", expected.name, "' has shape ", actual->shape_string(),
+           " (rows x columns), expected ", shape_text(expected.rows, expected.columns),
+           " from the config (", config_.to_string(), ")");
+  }
+}
+
+const TensorView* ModelFile::find_tensor(std::string_view name) const {
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+const TensorView& ModelFile::tensor(std::string_view name) const {
+  const TensorView* view = find_tensor(name);
+  if (!view) fail(path_, ": tensor '", name, "' is missing");
+  return *view;
+}
+
+const TensorView& ModelFile::layer_tensor(int layer, std::string_view role) const {
+  return tensor(layer_tensor_name(layer, role));
+}
+
+const TensorView& ModelFile::classifier() const {
+  return config_.tied_embedding ? tensor("token_embd.weight") : tensor("output.weight");
+}
+
+ModelFile open_model(const std::string& path) {
+  if (!std::ifstream(path, std::ios::binary)) fail(path, ": cannot open: ", std::strerror(errno));
+  if (starts_with_gguf_magic(path) || std::filesystem::path(path).extension() == ".gguf")
+    return ModelFile::from_gguf(path);
+  try {
+    return ModelFile::from_llama2c(path);
+  } catch (const Error& error) {
+    if (std::filesystem::path(path).extension() == ".bin") throw;
+    fail(path,
+         ": not a GGUF file (no \"GGUF\" magic), and not a llama2.c checkpoint: ", error.what());
+  }
+}
+
+}  // namespace qforge

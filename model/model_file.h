@@ -1,0 +1,98 @@
+// One view of a Llama model whatever file it came from: the config plus the weights under
+// llama.cpp's GGUF tensor names, each pointing into the file's read-only mapping.
+//
+//   token_embd.weight            [vocab][dim]
+//   blk.N.attn_norm.weight       [dim]                  (rows == 1)
+//   blk.N.attn_q.weight          [dim][dim]             rows = out features, columns = in
+//   blk.N.attn_k.weight          [kv_dim][dim]
+//   blk.N.attn_v.weight          [kv_dim][dim]
+//   blk.N.attn_output.weight     [dim][dim]
+//   blk.N.ffn_norm.weight        [dim]
+//   blk.N.ffn_gate.weight        [hidden_dim][dim]      llama2.c w1
+//   blk.N.ffn_up.weight          [hidden_dim][dim]      llama2.c w3
+//   blk.N.ffn_down.weight        [dim][hidden_dim]      llama2.c w2
+//   output_norm.weight           [dim]
+//   output.weight                [vocab][dim]           absent when tied to token_embd
+//
+// Q and K rows are in the order llama2.c uses (RoPE rotates adjacent pairs 2i, 2i+1);
+// llama.cpp's converter stores llama-architecture GGUF files the same way.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/gguf_reader.h"
+#include "model/gguf_types.h"
+#include "model/llama2c_reader.h"
+#include "model/llama_config.h"
+
+namespace qforge {
+
+// A weight matrix (or vector, rows == 1) inside a mapped file. `data` has no alignment
+// guarantee beyond the file's; read through row_to_f32 or memcpy, not pointer casts.
+struct TensorView {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::int64_t rows = 0;
+  std::int64_t columns = 0;
+  const std::byte* data = nullptr;
+  std::uint64_t byte_size = 0;
+
+  std::uint64_t row_bytes() const {
+    return ggml_row_bytes(type, static_cast<std::uint64_t>(columns));
+  }
+  std::span<const std::byte> row(std::int64_t index) const;
+  // Decodes row `index` into `out` (columns floats).
+  void row_to_f32(std::int64_t index, std::span<float> out) const;
+  std::string shape_string() const;  // "[rows][columns]"
+};
+
+enum class ModelFormat { Gguf, Llama2c };
+
+// "blk.3.attn_q.weight" for (3, "attn_q").
+std::string layer_tensor_name(int layer, std::string_view role);
+
+class ModelFile {
+ public:
+  // Throw qforge::Error naming the file and the tensor or field at fault.
+  static ModelFile from_gguf(std::string path);
+  static ModelFile from_llama2c(std::string path);
+
+  ModelFormat format() const { return format_; }
+  const std::string& path() const { return path_; }
+  const LlamaConfig& config() const { return config_; }
+
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  const TensorView* find_tensor(std::string_view name) const;
+  const TensorView& tensor(std::string_view name) const;  // throws if missing
+  const TensorView& layer_tensor(int layer, std::string_view role) const;
+  // output.weight, or token_embd.weight when the classifier is tied.
+  const TensorView& classifier() const;
+
+  // The GGUF file (metadata, tokenizer); nullptr for llama2.c checkpoints.
+  const GgufReader* gguf() const { return gguf_.get(); }
+
+ private:
+  ModelFile() = default;
+  void add(TensorView view);
+  void check_shapes() const;
+
+  ModelFormat format_ = ModelFormat::Gguf;
+  std::string path_;
+  LlamaConfig config_;
+  std::unique_ptr<GgufReader> gguf_;
+  std::unique_ptr<Llama2cCheckpoint> llama2c_;
+  std::vector<TensorView> tensors_;
+  std::map<std::string, std::size_t, std::less<>> index_;
+};
+
+// Opens a GGUF file (recognised by its magic or a .gguf name) or a llama2.c checkpoint
+// (anything else whose header and size agree).
+ModelFile open_model(const std::string& path);
+
+}  // namespace qforge
