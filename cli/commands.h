@@ -5,6 +5,7 @@
 
 namespace qforge::cli {
 
+void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
 
