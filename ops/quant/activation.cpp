@@ -56,8 +56,12 @@ void row_group_sums(const std::uint8_t* xu, std::int64_t groups, std::int64_t gr
   }
 }
 
-__attribute__((target("avx2,fma"))) void quantize_row_avx2(const float* x, std::int64_t k, float a,
-                                                           std::uint8_t* xu) {
+// Quantizes one row and, in the same pass, adds each xq to its group's sum (when no
+// 8-wide vector straddles two groups; otherwise returns false and the caller sums).
+__attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::int64_t k, float a,
+                                                           std::int64_t group, std::uint8_t* xu,
+                                                           std::int32_t* sums) {
+  const bool fused_sums = group % 8 == 0;
   // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
   const __m256 div = _mm256_set1_ps(a);
   const __m256 half = _mm256_set1_ps(0.5f);
@@ -72,8 +76,15 @@ __attribute__((target("avx2,fma"))) void quantize_row_avx2(const float* x, std::
     const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
     const __m256 step = _mm256_or_ps(_mm256_and_ps(sign_bit, v), one);  // copysign(1, v)
     const __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
-    const __m256i q =
-        _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)), bias);
+    const __m256i q_signed = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    if (fused_sums) {
+      __m128i h =
+          _mm_add_epi32(_mm256_castsi256_si128(q_signed), _mm256_extracti128_si256(q_signed, 1));
+      h = _mm_hadd_epi32(h, h);
+      h = _mm_hadd_epi32(h, h);
+      sums[i / group] += _mm_cvtsi128_si32(h);
+    }
+    const __m256i q = _mm256_add_epi32(q_signed, bias);
     // 8 x int32 in [1, 255] -> 8 bytes.
     const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     const __m128i b = _mm_packus_epi16(w, w);
@@ -82,7 +93,9 @@ __attribute__((target("avx2,fma"))) void quantize_row_avx2(const float* x, std::
   for (; i < k; ++i) {
     const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
     xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+    if (fused_sums) sums[i / group] += static_cast<int>(r);
   }
+  return fused_sums;
 }
 
 void quantize_row_scalar(const float* x, std::int64_t k, float a, std::uint8_t* xu) {
@@ -100,15 +113,18 @@ void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) 
     check_finite_row(row, out.k, r);
     const float a = row_scale(row, out.k);
     std::uint8_t* xu = out.xu.data() + r * out.row_stride;
+    std::int32_t* sums = out.group_sums.data() + r * out.groups();
     out.scale[r] = a;
+    std::fill(sums, sums + out.groups(), 0);
+    bool sums_done = a == 0.f;
     if (a == 0.f) {
       std::memset(xu, 128, out.k);
     } else if (kUseAvx2) {
-      quantize_row_avx2(row, out.k, a, xu);
+      sums_done = quantize_row_avx2(row, out.k, a, out.group, xu, sums);
     } else {
       quantize_row_scalar(row, out.k, a, xu);
     }
-    row_group_sums(xu, out.groups(), out.group, out.group_sums.data() + r * out.groups());
+    if (!sums_done) row_group_sums(xu, out.groups(), out.group, sums);
   }
 }
 

@@ -33,7 +33,8 @@ void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t
                          std::int64_t k_padded, std::int64_t group);
 
 // Quantizes x (M rows, leading dimension ldx floats) into `out` (already prepared).
-// Uses AVX2 when the CPU has it; bit-identical to the reference.
+// Uses AVX2 when the CPU has it (group sums fused into the same pass); bit-identical to
+// the reference.
 void quantize_activations(const float* x, std::int64_t ldx, QuantizedActivations& out);
 void quantize_activations_reference(const float* x, std::int64_t ldx, QuantizedActivations& out);
 

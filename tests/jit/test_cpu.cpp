@@ -12,6 +12,7 @@
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
+#include "tests/support/run_command.h"
 
 namespace qforge {
 namespace {
@@ -27,22 +28,6 @@ std::set<std::string> proc_cpuinfo_flags() {
     return flags;
   }
   return {};
-}
-
-struct Command {
-  int status;
-  std::string out;
-};
-
-Command run(const std::string& command) {
-  Command result{-1, {}};
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-    result.out.append(buffer, n);
-  result.status = pclose(pipe);
-  return result;
 }
 
 TEST(Cpu, FlagsAgreeWithTheKernel) {
@@ -94,15 +79,15 @@ TEST(Isa, CapParsingAndMask) {
   EXPECT_FALSE(isa_usable(Isa::amx));
   EXPECT_EQ(isa_usable(Isa::avx2), cpu_info().isa.avx2);
   set_max_isa(saved);
+  const IsaMask present = hardware_isa_mask(cpu_info()) | emulated_isa_mask();
   EXPECT_EQ(isa_usable(Isa::avx512_vnni),
-            (hardware_isa_mask(cpu_info()) & isa_bit(Isa::avx512_vnni)) != 0 &&
-                max_isa() >= Isa::avx512_vnni);
+            (present & isa_bit(Isa::avx512_vnni)) != 0 && max_isa() >= Isa::avx512_vnni);
 }
 
 TEST(InfoCommand, JsonReportsThisMachine) {
-  const Command c = run(std::string(QFORGE_BINARY) + " info --json");
-  ASSERT_EQ(c.status, 0) << c.out;
-  const nlohmann::json j = nlohmann::json::parse(c.out);
+  const test::CommandResult c = test::run_command(std::string(QFORGE_BINARY) + " info --json");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const nlohmann::json j = nlohmann::json::parse(c.output);
   for (const char* key : {"vendor", "family", "model", "stepping", "isa", "amx_usable",
                           "amx_reason", "l2_bytes", "cores"})
     EXPECT_TRUE(j.contains(key)) << key;
@@ -119,13 +104,15 @@ TEST(InfoCommand, JsonReportsThisMachine) {
 }
 
 TEST(InfoCommand, BadCapIsAnErrorListingTheValidNames) {
-  const Command c = run("QFORGE_MAX_ISA=avx1024 " + std::string(QFORGE_BINARY) + " info");
-  EXPECT_NE(c.status, 0);
-  EXPECT_NE(c.out.find("QFORGE_MAX_ISA"), std::string::npos) << c.out;
-  EXPECT_NE(c.out.find("avx2|avx-vnni|avx512-vnni|amx"), std::string::npos) << c.out;
-  const Command capped = run("QFORGE_MAX_ISA=avx2 " + std::string(QFORGE_BINARY) + " info --json");
-  ASSERT_EQ(capped.status, 0) << capped.out;
-  EXPECT_EQ(nlohmann::json::parse(capped.out)["max_isa"], "avx2");
+  const test::CommandResult c =
+      test::run_command("QFORGE_MAX_ISA=avx1024 " + std::string(QFORGE_BINARY) + " info");
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_NE(c.output.find("QFORGE_MAX_ISA"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("avx2|avx-vnni|avx512-vnni|amx"), std::string::npos) << c.output;
+  const test::CommandResult capped =
+      test::run_command("QFORGE_MAX_ISA=avx2 " + std::string(QFORGE_BINARY) + " info --json");
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_EQ(nlohmann::json::parse(capped.output)["max_isa"], "avx2");
 }
 
 }  // namespace

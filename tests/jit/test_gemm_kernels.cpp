@@ -7,6 +7,7 @@
 
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
+#include "jit/emulate/emulator.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "tests/support/kernel_runner.h"
@@ -153,6 +154,26 @@ TEST(GemmKernels, EveryBlockingThatFits) {
           if (HasFailure()) return;
         }
     EXPECT_GE(checked, 4) << isa_name(isa);
+  }
+}
+
+// The emulated paths really ran through the emulator (not silently skipped).
+TEST(GemmKernels, EmulatedPathsWereExecuted) {
+  const std::uint64_t before = emulate::emulated_instruction_count();
+  bool any_emulated = false;
+  for (Isa isa : kernel_isas()) {
+    if (hardware_isa_mask(cpu_info()) & isa_bit(isa)) continue;
+    any_emulated = true;
+    test::KernelCase c;
+    c.isa = isa;
+    c.m = 2;
+    c.n = 40;
+    c.k = 128;
+    c.scheme = parse_quant_scheme("int4-g32-asym");
+    expect_kernel_matches(c);
+  }
+  if (any_emulated) {
+    EXPECT_GT(emulate::emulated_instruction_count(), before);
   }
 }
 

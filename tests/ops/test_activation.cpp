@@ -43,14 +43,17 @@ TEST(Activation, VectorPathIsBitIdenticalToReference) {
     for (std::int64_t i = 1; i < k; i += 3) x[i] = static_cast<float>(i % 200 - 100) + 0.5f;
     for (std::int64_t i = 0; i < k; ++i) x[k + i] = 0.f;  // a zero row
     QuantizedActivations fast, ref;
-    prepare_activations(fast, m, k, kp, kp);
-    prepare_activations(ref, m, k, kp, kp);
-    quantize_activations(x.data(), k, fast);
-    quantize_activations_reference(x.data(), k, ref);
-    for (std::int64_t r = 0; r < m; ++r) {
-      EXPECT_EQ(fast.scale[r], ref.scale[r]);
-      EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0) << "K " << k << " row " << r;
-      EXPECT_EQ(fast.sums(r)[0], ref.sums(r)[0]);
+    for (std::int64_t group : {kp, std::int64_t{32}, std::int64_t{4}}) {  // fused and not
+      prepare_activations(fast, m, k, kp, group);
+      prepare_activations(ref, m, k, kp, group);
+      quantize_activations(x.data(), k, fast);
+      quantize_activations_reference(x.data(), k, ref);
+      for (std::int64_t r = 0; r < m; ++r) {
+        EXPECT_EQ(fast.scale[r], ref.scale[r]);
+        EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0) << "K " << k << " row " << r;
+        for (std::int64_t j = 0; j < kp / group; ++j)
+          EXPECT_EQ(fast.sums(r)[j], ref.sums(r)[j]) << "K " << k << " g " << group << " j " << j;
+      }
     }
     EXPECT_EQ(fast.scale[1], 0.f);
     if (k > 1) {
