@@ -6,6 +6,7 @@
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
+#include "ops/quant/quantize_fast.h"
 
 namespace qforge {
 
@@ -32,7 +33,7 @@ struct PanelGroup {
   GroupParams params[kPanelWidth];
 };
 
-// Writes one group (rows + trailer) at `dst`; the rows must be zero on entry.
+// Writes one group (rows + trailer) at `dst`.
 void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
                  const PackedGeometry& geo) {
   const int bits = h.bits;
@@ -41,15 +42,29 @@ void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
   std::uint8_t* trailer = dst + geo.group_data_bytes;
   for (int c = 0; c < kPanelWidth; ++c) {
     const std::int16_t* q = pg.q.data() + c * g;
+    // operand = q + offset (see the table in packed_layout.h); one 4-byte store per row:
+    // 4 k of this column (int8), or 8 k as nibble pairs (int4).
+    const int offset = operand_of(0, bits, asym);
     std::int32_t operand_sum = 0;
-    for (std::int64_t i = 0; i < g; ++i) {
-      const int operand = operand_of(q[i], bits, asym);
-      operand_sum += operand;
-      if (bits == 8) {
-        dst[(i / 4) * kRowBytes + c * 4 + i % 4] = static_cast<std::uint8_t>(operand);
-      } else {
-        const int shift = (i % 8) < 4 ? 0 : 4;
-        dst[(i / 8) * kRowBytes + c * 4 + i % 4] |= static_cast<std::uint8_t>(operand << shift);
+    if (bits == 8) {
+      for (std::int64_t i = 0; i < g; i += 4) {
+        std::uint32_t word = 0;
+        for (int j = 0; j < 4; ++j) {
+          const int operand = q[i + j] + offset;
+          operand_sum += operand;
+          word |= std::uint32_t(std::uint8_t(operand)) << (8 * j);
+        }
+        std::memcpy(dst + (i / 4) * kRowBytes + c * 4, &word, 4);
+      }
+    } else {
+      for (std::int64_t i = 0; i < g; i += 8) {
+        std::uint32_t word = 0;
+        for (int j = 0; j < 4; ++j) {
+          const int low = q[i + j] + offset, high = q[i + 4 + j] + offset;
+          operand_sum += low + high;
+          word |= std::uint32_t(low | high << 4) << (8 * j);
+        }
+        std::memcpy(dst + (i / 8) * kRowBytes + c * 4, &word, 4);
       }
     }
     const float scale = pg.params[c].scale;
@@ -120,11 +135,9 @@ void pack_from_float(PackedWeights& packed, const float* const sources[2], int t
           const float* values = sources[pc.half] + pc.column * k + k0;
           const GroupParams p = scheme.granularity == Granularity::per_tensor
                                     ? tensor_params[pc.half]
-                                    : choose_group_params(values, count, h.bits, h.asymmetric);
+                                    : choose_group_params_fast(values, count, h.bits, h.asymmetric);
           pg.params[c] = p;
-          for (std::int64_t i = 0; i < g; ++i)
-            q[i] = static_cast<std::int16_t>(
-                quantize_value(i < count ? values[i] : 0.f, p, h.bits, h.asymmetric));
+          quantize_group_fast(values, count, g, p, h.bits, h.asymmetric, q);
         }
         write_group(dst, pg, h, geo);
       }

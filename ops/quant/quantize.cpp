@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/base/error.h"
@@ -16,6 +17,10 @@ GroupParams choose_group_params(const float* values, std::int64_t count, int bit
     lo = std::min(lo, values[i]);
     hi = std::max(hi, values[i]);
   }
+  return group_params_from_range(lo, hi, bits, asymmetric);
+}
+
+GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric) {
   GroupParams p;
   if (!asymmetric) {
     const float max_abs = std::max(-lo, hi);
@@ -41,6 +46,14 @@ int quantize_value(float value, const GroupParams& p, int bits, bool asymmetric)
 }
 
 void require_finite(const float* values, std::int64_t count, const char* what) {
+  // A branch-free scan (vectorises) for an all-ones exponent; locate only on failure.
+  std::uint32_t non_finite = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, values + i, 4);
+    non_finite |= (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  if (!non_finite) return;
   for (std::int64_t i = 0; i < count; ++i)
     QF_REQUIRE(std::isfinite(values[i]), what, ": element ", i, " is not finite (", values[i], ")");
 }

@@ -25,6 +25,12 @@ struct GroupParams {
 
 // Computes the scale (and zero point) of `count` values under `scheme`'s bits/symmetry.
 GroupParams choose_group_params(const float* values, std::int64_t count, int bits, bool asymmetric);
+// The parameters for values spanning [lo, hi] (lo <= 0 <= hi).
+GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric);
+// Round half away from zero (std::round): the one rounding rule of qforge.
+inline float round_half_away_scalar(float v) {
+  return __builtin_roundf(v);
+}
 // Quantizes one value with the given parameters.
 int quantize_value(float value, const GroupParams& params, int bits, bool asymmetric);
 

@@ -1,0 +1,85 @@
+#include "ops/quant/quantize_fast.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "jit/cpu/cpu_info.h"
+
+namespace qforge {
+namespace {
+
+bool use_avx2() {
+  static const bool avx2 = cpu_info().isa.avx2;
+  return avx2;
+}
+
+__attribute__((target("avx2"))) void min_max_avx2(const float* v, std::int64_t count, float* lo,
+                                                  float* hi) {
+  __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();  // the range includes 0
+  std::int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 x = _mm256_loadu_ps(v + i);
+    vlo = _mm256_min_ps(vlo, x);
+    vhi = _mm256_max_ps(vhi, x);
+  }
+  float l[8], h[8];
+  _mm256_storeu_ps(l, vlo);
+  _mm256_storeu_ps(h, vhi);
+  float a = 0.f, b = 0.f;
+  for (int j = 0; j < 8; ++j) a = std::min(a, l[j]), b = std::max(b, h[j]);
+  for (; i < count; ++i) a = std::min(a, v[i]), b = std::max(b, v[i]);
+  *lo = a;
+  *hi = b;
+}
+
+// round_half_away(x / s) (+ z), clamped to [q_min, q_max], as int16.
+__attribute__((target("avx2"))) void quantize_avx2(const float* v, std::int64_t count, float scale,
+                                                   float zero, float q_min, float q_max,
+                                                   std::int16_t* q) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zero);
+  const __m256 lo = _mm256_set1_ps(q_min), hi = _mm256_set1_ps(q_max);
+  std::int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m256 x = _mm256_div_ps(_mm256_loadu_ps(v + i), s);
+    const __m256 t = _mm256_round_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_sub_ps(x, t);  // exact
+    const __m256 step =
+        _mm256_round_ps(_mm256_add_ps(f, f), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_add_ps(_mm256_add_ps(t, step), z);
+    const __m256i n = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    const __m128i packed =
+        _mm_packs_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256(n, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), packed);
+  }
+  for (; i < count; ++i) {
+    const float r = round_half_away_scalar(v[i] / scale) + zero;
+    q[i] = static_cast<std::int16_t>(std::clamp(r, q_min, q_max));
+  }
+}
+
+}  // namespace
+
+GroupParams choose_group_params_fast(const float* values, std::int64_t count, int bits,
+                                     bool asymmetric) {
+  if (!use_avx2()) return choose_group_params(values, count, bits, asymmetric);
+  float lo, hi;
+  min_max_avx2(values, count, &lo, &hi);
+  return group_params_from_range(lo, hi, bits, asymmetric);
+}
+
+void quantize_group_fast(const float* values, std::int64_t count, std::int64_t group,
+                         const GroupParams& p, int bits, bool asymmetric, std::int16_t* q) {
+  const std::int16_t padding = static_cast<std::int16_t>(quantize_value(0.f, p, bits, asymmetric));
+  if (!use_avx2() || p.scale == 0.f) {
+    for (std::int64_t i = 0; i < count; ++i)
+      q[i] = static_cast<std::int16_t>(quantize_value(values[i], p, bits, asymmetric));
+  } else {
+    const float q_min = asymmetric ? 0.f : (bits == 8 ? -127.f : -8.f);
+    const float q_max = bits == 8 ? (asymmetric ? 255.f : 127.f) : (asymmetric ? 15.f : 7.f);
+    quantize_avx2(values, count, p.scale, asymmetric ? float(p.zero_point) : 0.f, q_min, q_max, q);
+  }
+  std::fill(q + count, q + group, padding);
+}
+
+}  // namespace qforge

@@ -1,0 +1,21 @@
+// The packing hot loop: the same arithmetic as ops/quant/quantize.h, eight values at a
+// time with AVX2 where the CPU has it. Bit-identical to the scalar definition (IEEE
+// division, exact round-half-away, the same clamps), which the pack tests check by
+// comparing unpack(pack(W)) with quantize_reference(W).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/quant/quantize.h"
+
+namespace qforge {
+
+// choose_group_params over `count` values.
+GroupParams choose_group_params_fast(const float* values, std::int64_t count, int bits,
+                                     bool asymmetric);
+
+// q[i] = quantize_value(i < count ? values[i] : 0, params) for i in [0, group).
+void quantize_group_fast(const float* values, std::int64_t count, std::int64_t group,
+                         const GroupParams& params, int bits, bool asymmetric, std::int16_t* q);
+
+}  // namespace qforge
