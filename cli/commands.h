@@ -8,5 +8,6 @@ namespace qforge::cli {
 void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_run(CLI::App& app);
 
 }  // namespace qforge::cli

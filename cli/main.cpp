@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   qforge::cli::register_dump_asm(app);
   qforge::cli::register_info(app);
   qforge::cli::register_quantize(app);
+  qforge::cli::register_run(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,61 @@
+#include "model/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+double GenerationStats::prefill_tokens_per_second() const {
+  return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0.0;
+}
+
+double GenerationStats::decode_tokens_per_second() const {
+  return decode_seconds > 0 ? decode_steps / decode_seconds : 0.0;
+}
+
+GenerationStats generate(LlamaExecutor& executor, const Tokenizer& tokenizer, Sampler& sampler,
+                         std::string_view prompt, int max_new_tokens,
+                         const std::function<void(std::string_view)>& on_text) {
+  const std::vector<int> tokens = tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false);
+  const int prompt_tokens = static_cast<int>(tokens.size());
+  QF_REQUIRE(prompt_tokens <= executor.positions(), "prompt: ", prompt_tokens,
+             " tokens do not fit the context of ", executor.positions());
+  GenerationStats stats;
+  stats.prompt_tokens = prompt_tokens;
+  for (int i = 1; i < prompt_tokens; ++i)
+    on_text(Tokenizer::safe_piece(tokenizer.decode(tokens[i - 1], tokens[i])));
+  // Each sampled token but the last is fed back at the next position.
+  const int budget = std::min(max_new_tokens, executor.positions() - prompt_tokens + 1);
+  if (budget <= 0) return stats;
+
+  auto start = std::chrono::steady_clock::now();
+  std::span<const float> logits = executor.forward(tokens, 0);
+  stats.prefill_seconds = seconds_since(start);
+  std::vector<float> scratch;
+  int previous = tokens.back();
+  start = std::chrono::steady_clock::now();
+  for (int position = prompt_tokens;; ++position) {
+    scratch.assign(logits.begin(), logits.end());
+    const int next = sampler.sample(scratch);
+    if (next == tokenizer.bos_id() || next == tokenizer.eos_id()) break;
+    on_text(Tokenizer::safe_piece(tokenizer.decode(previous, next)));
+    previous = next;
+    if (++stats.generated_tokens == budget) break;
+    logits = executor.forward(std::span<const int>(&next, 1), position);
+    ++stats.decode_steps;
+  }
+  stats.decode_seconds = seconds_since(start);
+  return stats;
+}
+
+}  // namespace qforge

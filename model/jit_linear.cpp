@@ -1,0 +1,30 @@
+#include "model/jit_linear.h"
+
+#include <utility>
+
+namespace qforge {
+namespace {
+
+Epilogue epilogue_of(LinearFusion fusion) {
+  Epilogue epilogue;
+  epilogue.swiglu = fusion == LinearFusion::swiglu;
+  epilogue.residual = fusion == LinearFusion::residual;
+  return epilogue;
+}
+
+}  // namespace
+
+JitLinear::JitLinear(PackedWeights weights, LinearFusion fusion)
+    : linear_(std::move(weights), epilogue_of(fusion)), fusion_(fusion) {}
+
+void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
+                        std::int64_t ldc, ThreadPool& pool) {
+  EpilogueArgs args;
+  if (fusion_ == LinearFusion::residual) {
+    args.residual = out;
+    args.ld_residual = ldc;
+  }
+  linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool);
+}
+
+}  // namespace qforge

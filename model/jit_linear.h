@@ -1,0 +1,34 @@
+// An int8/int4 linear layer on the JIT kernels: QuantizedLinear with its fusion as the
+// kernel epilogue (SwiGLU of interleaved gate/up panels, or + residual), plus the scratch
+// that holds the quantized activations between calls.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/linear_layer.h"
+#include "ops/linear/quantized_linear.h"
+
+namespace qforge {
+
+class JitLinear final : public LinearLayer {
+ public:
+  // `weights` is packed with pack_swiglu_pair for swiglu, pack_weights otherwise.
+  JitLinear(PackedWeights weights, LinearFusion fusion);
+
+  // residual: the kernel loads out[m][n], adds, and stores the same element, so the
+  // residual stream is read and written in place.
+  void forward(const float* x, std::int64_t m, std::int64_t ldx, float* out, std::int64_t ldc,
+               ThreadPool& pool) override;
+  std::int64_t n() const override { return linear_.weights().n(); }
+  std::int64_t k() const override { return linear_.weights().k(); }
+  std::uint64_t weight_bytes() const override { return linear_.weights().geometry.total_bytes; }
+  std::vector<GemmKey> warmup_keys() const override { return linear_.warmup_keys(); }
+
+ private:
+  QuantizedLinear linear_;
+  LinearFusion fusion_;
+  QuantizedActivations scratch_;
+};
+
+}  // namespace qforge

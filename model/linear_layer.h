@@ -1,0 +1,36 @@
+// One linear layer of the executor, y = x W^T with what follows it fused in, whatever
+// precision holds W (f32 through oneDNN, int8/int4 through the JIT kernels).
+//
+//   x  M x K (leading dimension ldx)  ->  out  M x n() (leading dimension ldc)
+//
+//   plain:    out  = x W^T
+//   swiglu:   out  = silu(x G^T) * (x U^T)    W holds the gate G and up U rows, n() = hidden
+//   residual: out += x W^T                    out is the residual stream
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "jit/gemm/gemm_key.h"
+#include "ops/linear/thread_pool.h"
+
+namespace qforge {
+
+enum class LinearFusion { plain, swiglu, residual };
+
+class LinearLayer {
+ public:
+  virtual ~LinearLayer() = default;
+
+  // Not const: a layer keeps its scratch (quantized activations, gate/up values).
+  virtual void forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
+                       std::int64_t ldc, ThreadPool& pool) = 0;
+
+  virtual std::int64_t n() const = 0;  // output columns
+  virtual std::int64_t k() const = 0;  // input columns
+  virtual std::uint64_t weight_bytes() const = 0;
+  // The kernels this layer calls, for CodeCache::warmup (none for oneDNN layers).
+  virtual std::vector<GemmKey> warmup_keys() const { return {}; }
+};
+
+}  // namespace qforge

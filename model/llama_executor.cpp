@@ -1,0 +1,158 @@
+#include "model/llama_executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+namespace {
+
+// out = weight * (x / sqrt(mean(x^2) + eps)), in run.c's order of rounding.
+void rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {
+  float ss = 0.f;
+  for (int j = 0; j < size; ++j) ss += x[j] * x[j];
+  ss /= static_cast<float>(size);
+  ss += eps;
+  ss = 1.f / std::sqrt(ss);
+  for (int j = 0; j < size; ++j) out[j] = weight[j] * (ss * x[j]);
+}
+
+void softmax(float* x, int size) {
+  float max_value = x[0];
+  for (int i = 1; i < size; ++i) max_value = std::max(max_value, x[i]);
+  float sum = 0.f;
+  for (int i = 0; i < size; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  for (int i = 0; i < size; ++i) x[i] /= sum;
+}
+
+// Rotates the pairs (2i, 2i+1) of every head of `vec` (width columns) by position `pos`:
+//   freq = theta^(-(2i) / rope_dim),  (v0, v1) -> (v0 cos - v1 sin, v0 sin + v1 cos)
+// for 2i < rope_dim within each head; with rope_dim = head_dim this is run.c's loop.
+void rope(float* vec, int width, int pos, const LlamaConfig& c) {
+  for (int i = 0; i < width; i += 2) {
+    const int in_head = i % c.head_dim;
+    if (in_head >= c.rope_dim) continue;
+    const float freq =
+        1.0f / std::pow(c.rope_theta, static_cast<float>(in_head) / static_cast<float>(c.rope_dim));
+    const float angle = static_cast<float>(pos) * freq;
+    const float fcr = std::cos(angle), fci = std::sin(angle);
+    const float v0 = vec[i], v1 = vec[i + 1];
+    vec[i] = v0 * fcr - v1 * fci;
+    vec[i + 1] = v0 * fci + v1 * fcr;
+  }
+}
+
+}  // namespace
+
+LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions)
+    : weights_(weights),
+      pool_(pool),
+      config_(weights.config),
+      cache_(config_.n_layers, positions > 0 ? positions : config_.seq_len, config_.kv_dim()),
+      qkv_columns_(config_.dim + 2 * config_.kv_dim()) {
+  const auto rows = static_cast<std::size_t>(kChunkRows);
+  x_.resize(rows * config_.dim);
+  xb_.resize(rows * config_.dim);
+  qkv_.resize(rows * qkv_columns_);
+  hb_.resize(rows * config_.hidden_dim);
+  scores_.resize(static_cast<std::size_t>(pool.size()) * cache_.positions());
+}
+
+std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int start,
+                                              bool all_logits) {
+  const int count = static_cast<int>(tokens.size());
+  QF_REQUIRE(count > 0, "forward: no tokens");
+  QF_REQUIRE(start >= 0 && start + count <= cache_.positions(), "forward: positions ", start, "..",
+             start + count - 1, " exceed the context of ", cache_.positions());
+  const auto vocab = static_cast<std::size_t>(config_.vocab_size);
+  logits_.resize((all_logits ? static_cast<std::size_t>(count) : 1) * vocab);
+  for (int done = 0; done < count; done += kChunkRows) {
+    const int rows = std::min(kChunkRows, count - done);
+    const bool last_chunk = done + rows == count;
+    float* out = all_logits   ? logits_.data() + static_cast<std::size_t>(done) * vocab
+                 : last_chunk ? logits_.data()
+                              : nullptr;
+    forward_chunk(tokens.data() + done, rows, start + done, out, all_logits);
+  }
+  return logits_;
+}
+
+void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float* logits,
+                                  bool all_logits) {
+  const LlamaConfig& c = config_;
+  const int dim = c.dim;
+  for (int r = 0; r < rows; ++r) {
+    QF_REQUIRE(tokens[r] >= 0 && tokens[r] < c.vocab_size, "forward: token ", tokens[r],
+               " is outside the vocabulary of ", c.vocab_size);
+    std::memcpy(x_.data() + r * dim, weights_.embedding.data() + std::size_t(tokens[r]) * dim,
+                sizeof(float) * dim);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
+    for (int r = 0; r < rows; ++r)
+      rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.attn_norm.data(), dim, c.rms_eps);
+    layer.wqkv->forward(xb_.data(), rows, dim, qkv_.data(), qkv_columns_, pool_);
+    // row r of qkv: [ q (dim) | k (kv_dim) | v (kv_dim) ]
+    for (int r = 0; r < rows; ++r) {
+      float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
+      float* k = q + dim;
+      rope(q, dim, start + r, c);
+      rope(k, c.kv_dim(), start + r, c);
+      std::memcpy(cache_.key(l, start + r), k, sizeof(float) * c.kv_dim());
+      std::memcpy(cache_.value(l, start + r), k + c.kv_dim(), sizeof(float) * c.kv_dim());
+    }
+    attention(l, rows, start);
+    layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
+    for (int r = 0; r < rows; ++r)
+      rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.ffn_norm.data(), dim, c.rms_eps);
+    layer.gate_up->forward(xb_.data(), rows, dim, hb_.data(), c.hidden_dim, pool_);
+    layer.down->forward(hb_.data(), rows, c.hidden_dim, x_.data(), dim, pool_);
+  }
+  if (logits == nullptr) return;
+  // The classifier sees every row, or only the last one.
+  const int first = all_logits ? 0 : rows - 1;
+  for (int r = first; r < rows; ++r)
+    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, weights_.output_norm.data(), dim, c.rms_eps);
+  weights_.classifier->forward(xb_.data() + std::size_t(first) * dim, rows - first, dim, logits,
+                               c.vocab_size, pool_);
+}
+
+// xb[r][h * head_dim ..] = sum_t softmax_t(q_r . k_t / sqrt(head_dim)) v_t over t <= start + r,
+// the (row, head) pairs split across the pool.
+void LlamaExecutor::attention(int layer, int rows, int start) {
+  const LlamaConfig& c = config_;
+  const int head_dim = c.head_dim, group = c.kv_group();
+  const int items = rows * c.n_heads;
+  const int threads = pool_.size();
+  const float scale = std::sqrt(static_cast<float>(head_dim));
+  pool_.run([&](int t) {
+    float* scores = scores_.data() + std::size_t(t) * cache_.positions();
+    for (int item = items * t / threads; item < items * (t + 1) / threads; ++item) {
+      const int r = item / c.n_heads, h = item % c.n_heads;
+      const int last = start + r;
+      const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + h * head_dim;
+      const int kv_offset = (h / group) * head_dim;
+      for (int p = 0; p <= last; ++p) {
+        const float* k = cache_.key(layer, p) + kv_offset;
+        float score = 0.f;
+        for (int i = 0; i < head_dim; ++i) score += q[i] * k[i];
+        scores[p] = score / scale;
+      }
+      softmax(scores, last + 1);
+      float* out = xb_.data() + std::size_t(r) * c.dim + h * head_dim;
+      std::fill(out, out + head_dim, 0.f);
+      for (int p = 0; p <= last; ++p) {
+        const float* v = cache_.value(layer, p) + kv_offset;
+        const float a = scores[p];
+        for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
+      }
+    }
+  });
+}
+
+}  // namespace qforge

@@ -1,0 +1,61 @@
+#include "model/model_loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "jit/base/error.h"
+#include "jit/core/code_cache.h"
+
+namespace qforge {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, const Precision& precision,
+                       const std::string& tokenizer_path, int threads) {
+  auto start = std::chrono::steady_clock::now();
+  const ModelFile file = open_model(path);
+  Tokenizer tokenizer = load_model_tokenizer(file, tokenizer_path);
+  const double load_seconds = seconds_since(start);
+
+  start = std::chrono::steady_clock::now();
+  LlamaWeights weights = build_llama_weights(file, precision, threads);
+  const double build_seconds = seconds_since(start);
+
+  const std::vector<GemmKey> all_keys = weights.warmup_keys();
+  const std::unordered_set<GemmKey, GemmKeyHash> distinct(all_keys.begin(), all_keys.end());
+  const std::vector<GemmKey> keys(distinct.begin(), distinct.end());
+  LoadedModel out{std::move(tokenizer), std::move(weights)};
+  out.load_seconds = load_seconds;
+  out.jit_seconds = CodeCache::global().warmup(keys) * 1e-6;
+  out.kernels = keys.size();
+  // Building a layer already generated its decode (M = 1) kernel: count it as JIT time.
+  double decode_jit_seconds = 0;
+  for (const GemmKey& key : keys)
+    if (key.bucket == MBucket::one)
+      decode_jit_seconds += CodeCache::global().get(key).generation_us * 1e-6;
+  out.pack_seconds = std::max(0.0, build_seconds - decode_jit_seconds);
+  return out;
+}
+
+Tokenizer load_model_tokenizer(const ModelFile& model, const std::string& path) {
+  const int vocab = model.config().vocab_size;
+  if (!path.empty()) return Tokenizer::from_llama2c_file(path, vocab);
+  if (model.gguf() != nullptr) return Tokenizer::from_gguf(*model.gguf());
+  const std::filesystem::path dir = std::filesystem::path(model.path()).parent_path();
+  for (const std::string& name :
+       {"tok" + std::to_string(vocab) + ".bin", std::string("tokenizer.bin")})
+    if (std::filesystem::exists(dir / name))
+      return Tokenizer::from_llama2c_file((dir / name).string(), vocab);
+  fail(model.path(), ": no tokenizer found (looked for tok", vocab,
+       ".bin and tokenizer.bin beside it); pass --tokenizer FILE");
+}
+}  // namespace qforge

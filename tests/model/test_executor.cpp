@@ -1,0 +1,218 @@
+// The executor against published outputs and against itself: llama2.c's greedy story,
+// GGUF vs llama2.c files, batched prefill vs token-by-token decode, and the quantized
+// paths across kernel ISAs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/cpu/isa.h"
+#include "jit/emulate/emulator.h"
+#include "model/dense_linear.h"
+#include "model/generation.h"
+#include "model/llama_executor.h"
+#include "model/model_loader.h"
+#include "tests/support/emulated_isas.h"
+#include "tests/support/model_paths.h"
+
+namespace qforge {
+namespace {
+
+// llama2.c doc/stories260K.md: `./run stories260K.bin -z tok512.bin -t 0.0` (256 steps).
+constexpr const char* kGreedyStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+    "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.\n"
+    "Lily's mom said, \"Lily, let's go to the park.\" Lily was sad and didn't know what to do. "
+    "She said, \"I want to play with your ball, but I can't find it.\"\n"
+    "Lily was sad and didn't know what to do. She said, \"I'm sorry, Lily. I didn't know what "
+    "to do.\"\n"
+    "Lily didn't want to help her mom, so she said, \"I'm sorry, mom. I didn't know what to "
+    "do.\" Her mom said, \"Don't worry, Lily. We can help you.";
+
+// The same file: `./run stories260K.bin -z tok512.bin -t 1.0 -p 0.9 -s 133742` (it stops at
+// BOS before 256 steps).
+constexpr const char* kSampledStory =
+    "Once upon a time, there was a little boy named Timmy. Timmy loved to play with his toys "
+    "and eat sandwiches. One day, Timmy's mom told him it was time to rest for a while. Timmy's "
+    "friend Billy came over and took him a down.\n"
+    "Timmy's mom saw that Timmy was sad, but Timmy said, \"I didn't understand what is it! We "
+    "need to find some leafs.\" Timmy thought about it and took a deep breath on a spoon. He "
+    "hoped it was important to be kind and continued to find its image next time.\n"
+    "After they finished getting, Timmy's dad came up to his house and promised to help Timmy.";
+
+std::string gguf_path() {
+  return test::model_path("stories260K/stories260K.gguf");
+}
+std::string bin_path() {
+  return test::model_path("stories260K/stories260K.bin");
+}
+std::string tok512_path() {
+  return test::model_path("stories260K/tok512.bin");
+}
+
+// A loaded model with its pool and executor (f32 layers run on oneDNN's threads). One
+// thread by default: spinning workers make timings erratic on a loaded 2-core machine.
+struct Session {
+  LoadedModel model;
+  ThreadPool pool;
+  LlamaExecutor executor;
+
+  Session(const std::string& path, const std::string& quant, const std::string& tokenizer,
+          int threads = 1)
+      : model(load_model(path, parse_precision(quant), tokenizer, threads)),
+        pool(model.weights.precision.quantized ? threads : 1),
+        executor(model.weights, pool) {
+    set_dense_threads(threads);
+  }
+};
+
+std::string greedy_text(const std::string& path, const std::string& quant, int steps,
+                        const std::string& tokenizer = "", const std::string& prompt = "") {
+  Session session(path, quant, tokenizer);
+  Sampler greedy(SamplerOptions{.temperature = 0.f});
+  std::string text;
+  generate(session.executor, session.model.tokenizer, greedy, prompt, steps,
+           [&](std::string_view piece) { text += piece; });
+  return text;
+}
+
+// Logits of every position of `tokens`: one batch, or one token per forward.
+std::vector<float> all_logits(Session& session, const std::vector<int>& tokens, bool batched) {
+  if (batched) {
+    const std::span<const float> logits = session.executor.forward(tokens, 0, true);
+    return {logits.begin(), logits.end()};
+  }
+  std::vector<float> out;
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    const std::span<const float> logits =
+        session.executor.forward(std::span<const int>(&tokens[p], 1), static_cast<int>(p));
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+  return out;
+}
+
+// |a - b| <= tolerance x (largest |b| of that position's logits), position by position.
+void expect_logits_near(const std::vector<float>& a, const std::vector<float>& b, int vocab,
+                        float tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t row = 0; row * vocab < b.size(); ++row) {
+    const auto begin = b.begin() + static_cast<std::ptrdiff_t>(row * vocab);
+    float largest = 0.f;
+    for (auto it = begin; it != begin + vocab; ++it) largest = std::max(largest, std::fabs(*it));
+    for (int i = 0; i < vocab; ++i) {
+      const std::size_t at = row * vocab + i;
+      ASSERT_NEAR(a[at], b[at], tolerance * largest) << "position " << row << " token " << i;
+    }
+  }
+}
+
+const char* kPrompt = "Once upon a time, there was a little girl named Lily. She loved to play";
+
+TEST(Executor, F32GreedyStoryFromGguf) {
+  EXPECT_EQ(greedy_text(gguf_path(), "f32", 256), kGreedyStory);
+}
+
+TEST(Executor, F32GreedyStoryFromLlama2cBin) {
+  EXPECT_EQ(greedy_text(bin_path(), "f32", 256, tok512_path()), kGreedyStory);
+}
+
+TEST(Executor, F32SampledStoryMatchesRunC) {
+  Session session(bin_path(), "f32", tok512_path());
+  Sampler sampler(SamplerOptions{.temperature = 1.f, .top_p = 0.9f, .seed = 133742});
+  std::string text;
+  generate(session.executor, session.model.tokenizer, sampler, "", 256,
+           [&](std::string_view piece) { text += piece; });
+  EXPECT_EQ(text, kSampledStory);
+}
+
+TEST(Executor, DefaultTokenizerBesideLlama2cBin) {
+  EXPECT_EQ(greedy_text(bin_path(), "f32", 32), greedy_text(gguf_path(), "f32", 32));
+}
+
+TEST(Executor, GgufAndLlama2cLogitsIdentical) {
+  for (const char* quant : {"f32", "int8"}) {
+    Session gguf(gguf_path(), quant, "");
+    Session bin(bin_path(), quant, tok512_path());
+    const std::vector<int> tokens = gguf.model.tokenizer.encode(kPrompt, true, false);
+    ASSERT_EQ(tokens, bin.model.tokenizer.encode(kPrompt, true, false));
+    EXPECT_EQ(all_logits(gguf, tokens, true), all_logits(bin, tokens, true)) << quant;
+  }
+}
+
+TEST(Executor, PrefillBatchMatchesTokenByTokenDecode) {
+  for (const char* quant : {"f32", "int8", "int4-g32"}) {
+    SCOPED_TRACE(quant);
+    Session session(gguf_path(), quant, "", /*threads=*/2);
+    const std::vector<int> tokens = session.model.tokenizer.encode(kPrompt, true, false);
+    ASSERT_GT(tokens.size(), 10u);
+    const std::vector<float> batched = all_logits(session, tokens, true);
+    const std::vector<float> one_by_one = all_logits(session, tokens, false);
+    expect_logits_near(batched, one_by_one, session.executor.vocab_size(), 1e-4f);
+  }
+}
+
+TEST(Executor, PrefillLongerThanOneChunk) {
+  Session session(gguf_path(), "f32", "");
+  std::vector<int> tokens;
+  while (tokens.size() < LlamaExecutor::kChunkRows + 20) {
+    const std::vector<int> more = session.model.tokenizer.encode(kPrompt, true, false);
+    tokens.insert(tokens.end(), more.begin(), more.end());
+  }
+  const std::vector<float> batched = all_logits(session, tokens, true);
+  const std::vector<float> one_by_one = all_logits(session, tokens, false);
+  expect_logits_near(batched, one_by_one, session.executor.vocab_size(), 1e-4f);
+}
+
+TEST(Executor, QuantizedGreedyFollowsTheStory) {
+  // int8 per-channel stays on the f32 story for its first sentences.
+  const std::string text = greedy_text(gguf_path(), "int8", 40);
+  EXPECT_EQ(text.substr(0, 60), std::string(kGreedyStory).substr(0, 60));
+}
+
+TEST(Executor, SampledTextIsReproducibleFromTheSeed) {
+  Session session(gguf_path(), "int8", "");
+  auto sample = [&](std::uint64_t seed) {
+    Sampler sampler(SamplerOptions{.temperature = 1.f, .top_k = 40, .top_p = 0.9f, .seed = seed});
+    std::string text;
+    generate(session.executor, session.model.tokenizer, sampler, "Once upon a time", 60,
+             [&](std::string_view piece) { text += piece; });
+    return text;
+  };
+  EXPECT_EQ(sample(133742), sample(133742));
+  EXPECT_NE(sample(133742), sample(7));
+}
+
+// The same greedy tokens whichever kernel ISA runs them (the ISAs this CPU lacks run
+// under the instruction emulator, which is slow: 48 tokens each).
+TEST(Executor, QuantizedGreedyIdenticalAcrossIsas) {
+  test::enable_emulated_isas();
+  const Isa cap = max_isa();
+  std::vector<Isa> isas;  // decided before any cap is set below
+  for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
+    if (isa_usable(isa)) isas.push_back(isa);
+  ASSERT_GE(isas.size(), 2u) << "needs at least two kernel ISAs (native or emulated)";
+  const std::uint64_t emulated_before = emulate::emulated_instruction_count();
+  for (const char* quant : {"int8", "int4-g32"}) {
+    std::string reference;
+    for (Isa isa : isas) {
+      set_max_isa(isa);
+      Session session(gguf_path(), quant, "");
+      for (const GemmKey& key : session.model.weights.warmup_keys())
+        ASSERT_EQ(key.isa, isa) << kernel_name(key);
+      const std::string text = greedy_text(gguf_path(), quant, 48);
+      if (reference.empty()) reference = text;
+      EXPECT_EQ(text, reference) << quant << " with " << isa_name(isa);
+    }
+  }
+  set_max_isa(cap);
+  set_emulated_isa_mask(0);
+  if (emulate::native_features() != emulate::kAllFeatures) {
+    EXPECT_GT(emulate::emulated_instruction_count(), emulated_before);
+  }
+}
+
+}  // namespace
+}  // namespace qforge
