@@ -10,6 +10,9 @@
 namespace qforge {
 namespace {
 
+// Below this many operations per thread, splitting a call costs more than it saves.
+constexpr double kMinOpsPerThread = 1 << 20;
+
 // zmm -> ymm VNNI -> ymm AVX2 -> reference (Isa::reference)
 Isa next_isa(Isa isa) {
   switch (isa) {
@@ -97,8 +100,16 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
   const std::int64_t units = (weights_.n() + 15) / 16;
-  const int threads = pool.size();
   const GemmKernelFn fn = kernel.fn();
+  // Small calls (a tiny layer, one token) cost less on one thread than waking the pool.
+  const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
+  if (ops < kMinOpsPerThread * 2 || pool.size() == 1) {
+    call.unit_begin = 0;
+    call.unit_end = units;
+    fn(&call);
+    return;
+  }
+  const int threads = pool.size();
   pool.run([&](int t) {
     GemmCallArgs mine = call;
     mine.unit_begin = units * t / threads;

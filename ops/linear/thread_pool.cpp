@@ -5,20 +5,20 @@
 namespace qforge {
 
 namespace {
-constexpr int kSpinIterations = 20000;
-}
+// Spin this many pauses (a few microseconds) before sleeping on a futex: back-to-back
+// calls of a decode step find the workers awake, an idle or oversubscribed machine does
+// not burn a core.
+constexpr int kSpinIterations = 4000;
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-    generation_.fetch_add(1);
-  }
-  wake_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
@@ -29,13 +29,18 @@ void ThreadPool::run(const std::function<void(int)>& task) {
   }
   task_ = &task;
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  wake_.notify_all();
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   task(0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  int left = pending_.load(std::memory_order_acquire);
+  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
+    _mm_pause();
+    left = pending_.load(std::memory_order_acquire);
+  }
+  while (left != 0) {
+    pending_.wait(left, std::memory_order_acquire);
+    left = pending_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::worker_main(int index) {
@@ -46,15 +51,14 @@ void ThreadPool::worker_main(int index) {
       _mm_pause();
       now = generation_.load(std::memory_order_acquire);
     }
-    if (now == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
-      now = generation_.load();
+    while (now == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      now = generation_.load(std::memory_order_acquire);
     }
     seen = now;
-    if (stop_) return;
+    if (stop_.load()) return;
     (*task_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
