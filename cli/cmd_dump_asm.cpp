@@ -23,6 +23,7 @@
 #include "jit/dump/disassembler.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
+#include "ops/linear/quantized_linear.h"
 #include "ops/quant/packed_layout.h"
 
 namespace qforge::cli {
@@ -108,16 +109,7 @@ GemmKey key_of_options(const Options& o) {
   QF_REQUIRE(o.group != 0 || o.k <= kMaxGroup, "--group 0 (per-channel) needs K <= ", kMaxGroup,
              " (int32 accumulator bound), got K = ", o.k, "; pass a group size");
   const PackedHeader header = make_packed_header(o.n, o.k, scheme_of_options(o), epilogue.swiglu);
-  GemmKey key;
-  key.isa = isa;
-  key.n = header.n;
-  key.k = header.k;
-  key.k_padded = header.k_padded;
-  key.group = header.group;
-  key.bits = header.bits;
-  key.asymmetric = header.asymmetric != 0;
-  key.epilogue = epilogue;
-  key.bucket = bucket_of(o.m);
+  GemmKey key = gemm_key_for(header, epilogue, isa, o.m);
   key.blocking = blocking_of_options(o, key);
   return key;
 }

@@ -55,20 +55,23 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
   }
 }
 
-GemmKey QuantizedLinear::key_for(std::int64_t m) const {
-  const PackedHeader& h = weights_.header;
+GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, std::int64_t m) {
   GemmKey key;
-  key.isa = isa_;
+  key.isa = isa;
   key.n = h.n;
   key.k = h.k;
   key.k_padded = h.k_padded;
   key.group = h.group;
   key.bits = h.bits;
   key.asymmetric = h.asymmetric != 0;
-  key.epilogue = epilogue_;
+  key.epilogue = epilogue;
   key.bucket = bucket_of(m);
   key.blocking = default_blocking(key);
   return key;
+}
+
+GemmKey QuantizedLinear::key_for(std::int64_t m) const {
+  return gemm_key_for(weights_.header, epilogue_, isa_, m);
 }
 
 std::vector<GemmKey> QuantizedLinear::warmup_keys() const {

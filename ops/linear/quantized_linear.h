@@ -19,6 +19,10 @@
 
 namespace qforge {
 
+// The kernel key for packed weights with `header`, run with `epilogue` on `isa` for M
+// rows; blocking = the analytic default for that M bucket.
+GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa isa, std::int64_t m);
+
 class QuantizedLinear {
  public:
   QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());

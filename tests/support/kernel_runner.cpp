@@ -6,6 +6,7 @@
 
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
+#include "ops/linear/quantized_linear.h"
 #include "ops/ref/gemm_reference.h"
 #include "tests/support/random_data.h"
 
@@ -20,17 +21,8 @@ std::string describe(const KernelCase& c) {
 }
 
 GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
-  GemmKey key;
-  key.isa = c.isa;
-  key.n = h.n;
-  key.k = h.k;
-  key.k_padded = h.k_padded;
-  key.group = h.group;
-  key.bits = h.bits;
-  key.asymmetric = h.asymmetric;
-  key.epilogue = c.epilogue;
-  key.bucket = bucket_of(c.m);
-  key.blocking = c.default_blocking ? default_blocking(key) : c.blocking;
+  GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m);
+  if (!c.default_blocking) key.blocking = c.blocking;
   return key;
 }
 
