@@ -1,6 +1,5 @@
 #include "jit/cpu/cpu_info.h"
 
-#include <cpuid.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,28 +10,17 @@
 #include <utility>
 
 #include "jit/cpu/amx_permission.h"
+#include "jit/cpu/cpuid.h"
 
 namespace qforge {
 namespace {
 
-struct Regs {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-};
-
-Regs cpuid(unsigned leaf, unsigned subleaf = 0) {
-  Regs r;
-  __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
-  return r;
-}
-
+using Regs = CpuidResult;
 bool bit(unsigned value, int index) {
-  return (value >> index) & 1u;
+  return cpuid_bit(value, index);
 }
-
 std::uint64_t xgetbv0() {
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (std::uint64_t{hi} << 32) | lo;
+  return read_xcr0();
 }
 
 // XCR0 state components (Intel SDM vol. 1, 13.1).

@@ -1,28 +1,14 @@
 #include "jit/emulate/host_cpu.h"
 
-#include <cpuid.h>
+#include "jit/cpu/cpuid.h"
 
 namespace qforge::emulate {
 namespace {
 
-struct CpuidResult {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-};
-
-CpuidResult cpuid(unsigned leaf, unsigned subleaf) {
-  CpuidResult r;
-  __cpuid_count(leaf, subleaf, r.eax, r.ebx, r.ecx, r.edx);
-  return r;
-}
-
+using qforge::cpuid;
+using qforge::read_xcr0;
 bool bit(unsigned value, int index) {
-  return (value >> index) & 1u;
-}
-
-std::uint64_t read_xcr0() {
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (std::uint64_t{hi} << 32) | lo;
+  return qforge::cpuid_bit(value, index);
 }
 
 // XSAVE state components (Intel SDM vol. 1, 13.1).
