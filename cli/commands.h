@@ -9,5 +9,6 @@ void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_run(CLI::App& app);
+void register_synth(CLI::App& app);
 
 }  // namespace qforge::cli

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   qforge::cli::register_info(app);
   qforge::cli::register_quantize(app);
   qforge::cli::register_run(app);
+  qforge::cli::register_synth(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,10 +1,12 @@
-// An f32 linear layer through oneDNN's f32 matmul. The weights are reordered once, at
+// An f32 or bf16 linear layer through oneDNN's matmul (bf16: weights and activations
+// rounded to bf16, f32 accumulation and output). The weights are reordered once, at
 // construction, into the layout oneDNN picks for decode; each shape of call (M and the
 // leading dimensions) gets its primitive on first use.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/linear_layer.h"
@@ -20,7 +22,8 @@ class DenseLinear final : public LinearLayer {
  public:
   // `weights` is row-major N x K (rows = output features). For swiglu it holds the gate
   // rows followed by the up rows (2 * hidden x K) and n() is hidden.
-  DenseLinear(const float* weights, std::int64_t n, std::int64_t k, LinearFusion fusion);
+  DenseLinear(const float* weights, std::int64_t n, std::int64_t k, LinearFusion fusion,
+              bool bf16 = false);
   ~DenseLinear() override;
 
   void forward(const float* x, std::int64_t m, std::int64_t ldx, float* out, std::int64_t ldc,
@@ -28,6 +31,9 @@ class DenseLinear final : public LinearLayer {
   std::int64_t n() const override;
   std::int64_t k() const override;
   std::uint64_t weight_bytes() const override;
+  LinearFusion fusion() const override;
+  // oneDNN's implementation name (e.g. "brg:avx2", "ref:any") for the decode primitive.
+  std::string implementation() const;
 
  private:
   struct State;

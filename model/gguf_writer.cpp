@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
 #include "model/ggml_quants.h"
 
 namespace qforge {
@@ -143,7 +144,7 @@ void GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<std::ui
          " needs ", info.byte_size, " bytes, got ", data.size());
   next_offset_ = align_up(info.offset + info.byte_size, alignment_);
   tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::vector<std::byte>(data.begin(), data.end())});
+  tensors_.push_back({std::move(info), std::vector<std::byte>(data.begin(), data.end()), {}});
 }
 
 void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
@@ -161,7 +162,44 @@ void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
                  std::span<std::byte>(data).subspan(row * row_bytes, row_bytes));
   next_offset_ = align_up(info.offset + info.byte_size, alignment_);
   tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::move(data)});
+  tensors_.push_back({std::move(info), std::move(data), {}});
+}
+
+void GgufWriter::add_tensor_streamed(std::string name, GgmlType type,
+                                     std::vector<std::uint64_t> dims, RowSource source) {
+  if (!source) fail("GGUF writer: tensor '", name, "' has no row source");
+  GgufTensorInfo info = make_info(std::move(name), type, dims);
+  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
+  tensor_index_.emplace(info.name, tensors_.size());
+  tensors_.push_back({std::move(info), {}, std::move(source)});
+}
+
+// Rows are produced and encoded in chunks of about 64 MiB of floats, split over the
+// cores, and appended in order.
+void GgufWriter::write_streamed(std::ostream& out, const PendingTensor& tensor) const {
+  const GgufTensorInfo& info = tensor.info;
+  const std::uint64_t columns = info.columns();
+  const std::uint64_t rows = info.rows();
+  const auto row_bytes = static_cast<std::size_t>(ggml_row_bytes(info.type, columns));
+  const std::uint64_t chunk_rows = std::max<std::uint64_t>(1, (std::uint64_t{16} << 20) / columns);
+  std::vector<float> values;
+  std::vector<std::byte> encoded;
+  for (std::uint64_t first = 0; first < rows; first += chunk_rows) {
+    const std::uint64_t count = std::min(chunk_rows, rows - first);
+    values.resize(static_cast<std::size_t>(count * columns));
+    encoded.resize(static_cast<std::size_t>(count) * row_bytes);
+    const int threads = default_load_threads();
+    parallel_for(
+        static_cast<std::int64_t>(count), threads, [&](std::int64_t begin, std::int64_t end) {
+          float* rows_out = values.data() + begin * columns;
+          tensor.source(first + begin, end - begin, rows_out);
+          for (std::int64_t r = begin; r < end; ++r)
+            quantize_row(info.type, std::span<const float>(values.data() + r * columns, columns),
+                         std::span<std::byte>(encoded).subspan(r * row_bytes, row_bytes));
+        });
+    out.write(reinterpret_cast<const char*>(encoded.data()),
+              static_cast<std::streamsize>(encoded.size()));
+  }
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -200,8 +238,12 @@ void GgufWriter::write(const std::string& path) const {
     // Every tensor, the last one included, is followed by zeros up to the alignment.
     const std::vector<std::byte> zeros(alignment_);
     for (const PendingTensor& tensor : tensors_) {
-      write_bytes(tensor.data.data(), tensor.data.size());
-      const std::uint64_t padding = align_up(tensor.data.size(), alignment_) - tensor.data.size();
+      if (tensor.source)
+        write_streamed(out, tensor);
+      else
+        write_bytes(tensor.data.data(), tensor.data.size());
+      const std::uint64_t size = tensor.info.byte_size;
+      const std::uint64_t padding = align_up(size, alignment_) - size;
       write_bytes(zeros.data(), static_cast<std::size_t>(padding));
     }
     out.close();

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <iosfwd>
 #include <map>
 #include <span>
 #include <string>
@@ -30,6 +32,15 @@ class GgufWriter {
   void add_tensor_from_f32(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
                            std::span<const float> values);
 
+  // Produces the values of rows [first, first + count) (count x dims[0] floats, row-major)
+  // on demand. Called from several threads at once, each with its own rows; it must
+  // produce the same values whatever the split.
+  using RowSource = std::function<void(std::uint64_t first, std::uint64_t count, float* out)>;
+  // A tensor whose values are produced and encoded while the file is written, a chunk of
+  // rows at a time: files larger than memory (synthetic 7B models) stream through.
+  void add_tensor_streamed(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
+                           RowSource source);
+
   // Writes the file; throws qforge::Error naming the path on any failure.
   void write(const std::string& path) const;
 
@@ -38,8 +49,11 @@ class GgufWriter {
  private:
   struct PendingTensor {
     GgufTensorInfo info;
-    std::vector<std::byte> data;
+    std::vector<std::byte> data;  // empty for a streamed tensor
+    RowSource source;
   };
+
+  void write_streamed(std::ostream& out, const PendingTensor& tensor) const;
 
   void check_new_tensor(const std::string& name, GgmlType type,
                         const std::vector<std::uint64_t>& dims) const;

@@ -24,6 +24,8 @@ class JitLinear final : public LinearLayer {
   std::int64_t k() const override { return linear_.weights().k(); }
   std::uint64_t weight_bytes() const override { return linear_.weights().geometry.total_bytes; }
   std::vector<GemmKey> warmup_keys() const override { return linear_.warmup_keys(); }
+  LinearFusion fusion() const override { return fusion_; }
+  const QuantizedLinear& quantized() const { return linear_; }
 
  private:
   QuantizedLinear linear_;

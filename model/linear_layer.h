@@ -29,6 +29,7 @@ class LinearLayer {
   virtual std::int64_t n() const = 0;  // output columns
   virtual std::int64_t k() const = 0;  // input columns
   virtual std::uint64_t weight_bytes() const = 0;
+  virtual LinearFusion fusion() const = 0;
   // The kernels this layer calls, for CodeCache::warmup (none for oneDNN layers).
   virtual std::vector<GemmKey> warmup_keys() const { return {}; }
 };

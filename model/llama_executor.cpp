@@ -89,8 +89,7 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
   for (int r = 0; r < rows; ++r) {
     QF_REQUIRE(tokens[r] >= 0 && tokens[r] < c.vocab_size, "forward: token ", tokens[r],
                " is outside the vocabulary of ", c.vocab_size);
-    std::memcpy(x_.data() + r * dim, weights_.embedding.data() + std::size_t(tokens[r]) * dim,
-                sizeof(float) * dim);
+    weights_.embedding.lookup(tokens[r], x_.data() + r * dim);
   }
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];

@@ -1,8 +1,14 @@
 #include "model/llama_weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
 #include "model/dense_linear.h"
+#include "model/ggml_repack.h"
 #include "model/jit_linear.h"
 #include "ops/quant/pack.h"
 
@@ -26,61 +32,115 @@ std::vector<float> to_f32(const TensorView& tensor) {
 
 const QuantScheme kPerChannelInt8{};
 
+// The source tensors of one linear layer, stacked by rows (q|k|v) or paired (gate, up).
+using Sources = std::vector<const TensorView*>;
+
+bool all_native(const Sources& tensors) {
+  for (const TensorView* t : tensors)
+    if (!native_scheme(t->type) || t->type != tensors[0]->type) return false;
+  return true;
+}
+
+std::vector<float> stacked_f32(const Sources& tensors) {
+  std::vector<float> out;
+  for (const TensorView* t : tensors) append_f32(*t, out);
+  return out;
+}
+
 class LayerBuilder {
  public:
   LayerBuilder(const Precision& precision, int threads)
       : precision_(precision), threads_(threads) {}
 
-  // A plain or residual layer from row-major N x K weights.
-  std::unique_ptr<LinearLayer> linear(const std::vector<float>& w, std::int64_t n, std::int64_t k,
-                                      LinearFusion fusion, bool classifier = false) const {
-    const bool dense = !precision_.quantized || (classifier && precision_.lm_head_f32);
-    if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion);
+  // A plain or residual layer whose rows are the rows of `tensors`, stacked.
+  std::unique_ptr<LinearLayer> linear(const Sources& tensors, LinearFusion fusion,
+                                      bool classifier = false) const {
+    const std::int64_t k = tensors[0]->columns;
+    std::int64_t n = 0;
+    for (const TensorView* t : tensors) n += t->rows;
+    const bool dense = !precision_.quantized || (classifier && precision_.lm_head_dense);
+    if (!dense && precision_.native && !classifier && all_native(tensors))
+      return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
+                                         fusion);
+    const std::vector<float> w = stacked_f32(tensors);
+    if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion, dense_bf16());
     const QuantScheme& scheme = classifier ? kPerChannelInt8 : precision_.scheme;
     return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
   }
 
-  // The fused gate/up layer; `gate_up` holds the gate rows, then the up rows.
-  std::unique_ptr<LinearLayer> swiglu(const std::vector<float>& gate_up, std::int64_t hidden,
-                                      std::int64_t k) const {
+  // The fused gate/up layer.
+  std::unique_ptr<LinearLayer> swiglu(const TensorView& gate, const TensorView& up) const {
+    const std::int64_t hidden = gate.rows, k = gate.columns;
+    if (precision_.quantized && precision_.native && all_native({&gate, &up})) {
+      const TensorView* g[] = {&gate};
+      const TensorView* u[] = {&up};
+      return std::make_unique<JitLinear>(
+          pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
+          LinearFusion::swiglu);
+    }
+    const std::vector<float> gate_up = stacked_f32({&gate, &up});
     if (!precision_.quantized)
-      return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu);
-    const float* gate = gate_up.data();
-    const float* up = gate + hidden * k;
+      return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
+                                           dense_bf16());
+    const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
-        pack_swiglu_pair(gate, up, hidden, k, precision_.scheme, threads_), LinearFusion::swiglu);
+        pack_swiglu_pair(g, g + hidden * k, hidden, k, precision_.scheme, threads_),
+        LinearFusion::swiglu);
   }
 
  private:
+  bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
+
   const Precision& precision_;
   int threads_;
 };
+
+// Lets the kernel drop the pages of a tensor already converted, so a model's file and
+// its packed copy are not both resident (peak RSS stays near the packed size).
+void release_pages(const TensorView& tensor) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(tensor.data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_size) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 }  // namespace
 
 Precision parse_precision(std::string_view quant, std::string_view lm_head) {
   Precision precision;
-  if (quant == "f32") {
+  if (quant == "f32" || quant == "bf16") {
     precision.quantized = false;
+    precision.dense = quant == "bf16" ? DenseType::bf16 : DenseType::f32;
+  } else if (quant.empty() || quant == "native") {
+    precision.native = true;  // tensors without a native form get int8 per-channel
   } else {
     try {
       precision.scheme = parse_quant_scheme(quant, "--quant");
     } catch (const Error& e) {
-      fail(e.what(), "; or f32");
+      fail(e.what(), "; or f32, bf16, native");
     }
     validate(precision.scheme);
   }
-  if (lm_head == "f32")
-    precision.lm_head_f32 = true;
-  else
+  if (lm_head == "f32" || lm_head == "bf16") {
+    if (precision.quantized) {
+      precision.lm_head_dense = true;
+      precision.dense = lm_head == "bf16" ? DenseType::bf16 : DenseType::f32;
+    }
+  } else {
     QF_REQUIRE(lm_head.empty() || lm_head == "int8", "--lm-head: '", lm_head,
-               "' is not one of int8, f32");
+               "' is not one of int8, f32, bf16");
+  }
   return precision;
 }
 
 std::string to_string(const Precision& precision) {
-  if (!precision.quantized) return "f32";
-  return to_string(precision.scheme) + (precision.lm_head_f32 ? " (lm-head f32)" : "");
+  const char* dense = precision.dense == DenseType::bf16 ? "bf16" : "f32";
+  if (!precision.quantized) return dense;
+  std::string out = precision.native
+                        ? "native (Q8_0/Q4_0 kept; else " + to_string(precision.scheme) + ")"
+                        : to_string(precision.scheme);
+  if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";
+  return out;
 }
 
 std::vector<GemmKey> LlamaWeights::warmup_keys() const {
@@ -95,7 +155,7 @@ std::vector<GemmKey> LlamaWeights::warmup_keys() const {
 }
 
 std::uint64_t LlamaWeights::weight_bytes() const {
-  std::uint64_t bytes = (embedding.size() + output_norm.size()) * sizeof(float);
+  std::uint64_t bytes = embedding.bytes() + output_norm.size() * sizeof(float);
   for (const LayerWeights& layer : layers) {
     bytes += (layer.attn_norm.size() + layer.ffn_norm.size()) * sizeof(float);
     for (const auto* linear : {&layer.wqkv, &layer.wo, &layer.gate_up, &layer.down})
@@ -104,38 +164,51 @@ std::uint64_t LlamaWeights::weight_bytes() const {
   return bytes + classifier->weight_bytes();
 }
 
+std::uint64_t LlamaWeights::decode_bytes_per_token() const {
+  return weight_bytes() - embedding.bytes() + embedding.row_bytes();
+}
+
+std::uint64_t LlamaWeights::linear_parameters() const {
+  std::uint64_t params = 0;
+  auto add = [&](const LinearLayer& l) {
+    const std::uint64_t outputs = l.n() * (l.fusion() == LinearFusion::swiglu ? 2 : 1);
+    params += outputs * std::uint64_t(l.k());
+  };
+  for (const LayerWeights& layer : layers)
+    for (const auto* linear : {&layer.wqkv, &layer.wo, &layer.gate_up, &layer.down}) add(**linear);
+  add(*classifier);
+  return params;
+}
+
 LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads) {
   if (threads <= 0) threads = default_load_threads();
   const LlamaConfig& c = model.config();
   LlamaWeights out;
   out.config = c;
   out.precision = precision;
-  out.embedding = to_f32(model.tensor("token_embd.weight"));
+  std::vector<float> embedding = to_f32(model.tensor("token_embd.weight"));
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
   const LayerBuilder build(precision, threads);
   for (int l = 0; l < c.n_layers; ++l) {
+    const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
     LayerWeights layer;
-    layer.attn_norm = to_f32(model.layer_tensor(l, "attn_norm"));
-    layer.ffn_norm = to_f32(model.layer_tensor(l, "ffn_norm"));
-    std::vector<float> qkv;
-    for (const char* role : {"attn_q", "attn_k", "attn_v"})
-      append_f32(model.layer_tensor(l, role), qkv);
-    layer.wqkv = build.linear(qkv, c.dim + 2 * c.kv_dim(), c.dim, LinearFusion::plain);
-    layer.wo = build.linear(to_f32(model.layer_tensor(l, "attn_output")), c.dim, c.dim,
-                            LinearFusion::residual);
-    std::vector<float> gate_up;
-    append_f32(model.layer_tensor(l, "ffn_gate"), gate_up);
-    append_f32(model.layer_tensor(l, "ffn_up"), gate_up);
-    layer.gate_up = build.swiglu(gate_up, c.hidden_dim, c.dim);
-    layer.down = build.linear(to_f32(model.layer_tensor(l, "ffn_down")), c.dim, c.hidden_dim,
-                              LinearFusion::residual);
+    layer.attn_norm = to_f32(*tensor("attn_norm"));
+    layer.ffn_norm = to_f32(*tensor("ffn_norm"));
+    layer.wqkv =
+        build.linear({tensor("attn_q"), tensor("attn_k"), tensor("attn_v")}, LinearFusion::plain);
+    layer.wo = build.linear({tensor("attn_output")}, LinearFusion::residual);
+    layer.gate_up = build.swiglu(*tensor("ffn_gate"), *tensor("ffn_up"));
+    layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual);
+    for (const char* role :
+         {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+      release_pages(*tensor(role));
     out.layers.push_back(std::move(layer));
   }
   const TensorView& classifier = model.classifier();
-  const std::vector<float> classifier_f32 =
-      classifier.name == "token_embd.weight" ? out.embedding : to_f32(classifier);
-  out.classifier =
-      build.linear(classifier_f32, c.vocab_size, c.dim, LinearFusion::plain, /*classifier=*/true);
+  out.classifier = build.linear({&classifier}, LinearFusion::plain, /*classifier=*/true);
+  release_pages(classifier);
+  release_pages(model.tensor("token_embd.weight"));
+  out.embedding = EmbeddingTable(std::move(embedding), c.vocab_size, c.dim, precision.quantized);
   return out;
 }
 

@@ -1,7 +1,8 @@
 // The model's weights as the executor uses them, built from a ModelFile under one
 // precision policy:
 //
-//   token embedding     f32 rows (vocab x dim), looked up per token
+//   token embedding     rows (vocab x dim), looked up per token: f32, or int8 with one
+//                       scale per row in a quantized model (dequantized on lookup)
 //   norms               f32
 //   per layer           wqkv  [q | k | v] rows concatenated   plain     dim -> dim + 2 kv_dim
 //                       wo                                    residual  dim -> dim
@@ -9,8 +10,10 @@
 //                       down                                  residual  hidden -> dim
 //   classifier          plain, dim -> vocab
 //
-// f32: every linear layer through oneDNN. int8 / int4: linear layers through the JIT
-// kernels with the chosen scheme, the classifier int8 per-channel (or f32 on request).
+// f32 / bf16: every linear layer through oneDNN in that type. int8 / int4: linear layers
+// through the JIT kernels with the chosen scheme, the classifier int8 per-channel (or
+// f32 / bf16 on request). native: a Q8_0 / Q4_0 tensor of a GGUF file is repacked as it
+// is (int8 / int4 g32 symmetric, no requantization); any other tensor gets `scheme`.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "jit/gemm/gemm_key.h"
+#include "model/embedding_table.h"
 #include "model/linear_layer.h"
 #include "model/llama_config.h"
 #include "model/model_file.h"
@@ -27,14 +31,20 @@
 
 namespace qforge {
 
+enum class DenseType { f32, bf16 };
+
 struct Precision {
-  bool quantized = true;     // false: f32 everywhere
-  QuantScheme scheme;        // the linear layers' scheme when quantized
-  bool lm_head_f32 = false;  // keep the classifier f32 in a quantized model
+  bool quantized = true;             // false: every linear layer dense (oneDNN)
+  DenseType dense = DenseType::f32;  // the dense layers' weight type
+  QuantScheme scheme;                // the linear layers' scheme when quantized
+  bool native = false;         // quantized: keep a GGUF file's Q8_0 / Q4_0 tensors as they are
+  bool lm_head_dense = false;  // quantized model: classifier dense (type `dense`)
 };
 
-// "f32" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" ...; lm_head "" (the default
-// for the mode), "int8" or "f32". Throws qforge::Error naming the option.
+// "f32" | "bf16" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" | "native" | "" (=
+// native: a quantized GGUF keeps its own quantization, anything else gets int8); lm_head
+// "" (the default for the mode), "int8", "f32" or "bf16". Throws qforge::Error naming the
+// option.
 Precision parse_precision(std::string_view quant, std::string_view lm_head = "");
 std::string to_string(const Precision& precision);
 
@@ -47,7 +57,7 @@ struct LayerWeights {
 struct LlamaWeights {
   LlamaConfig config;
   Precision precision;
-  std::vector<float> embedding;  // vocab x dim
+  EmbeddingTable embedding;  // vocab x dim
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // dim
   std::unique_ptr<LinearLayer> classifier;
@@ -56,6 +66,10 @@ struct LlamaWeights {
   std::vector<GemmKey> warmup_keys() const;
   // Bytes of all weights as stored for inference (linear layers, embedding, norms).
   std::uint64_t weight_bytes() const;
+  // Bytes of weights one decode step reads (all linear layers and norms, one embedding row).
+  std::uint64_t decode_bytes_per_token() const;
+  // Multiply-adds of the linear layers per token (the parameters they hold).
+  std::uint64_t linear_parameters() const;
 };
 
 // Converts and packs every tensor with `threads` threads (0: all cores). Kernel ISAs are

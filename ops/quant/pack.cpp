@@ -163,15 +163,23 @@ PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t 
   return packed;
 }
 
-PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
-  PackedWeights packed = allocate(make_packed_header(t.n, t.k, t.scheme));
+namespace {
+
+// Packs already quantized tensors (one, or gate + up of an interleaved pair) into `packed`.
+void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sources[2],
+                         int threads) {
   const PackedHeader& h = packed.header;
   const PackedGeometry& geo = packed.geometry;
-  QF_REQUIRE(t.k_padded == h.k_padded && t.group == h.group &&
-                 static_cast<std::int64_t>(t.q.size()) == t.n * t.k_padded &&
-                 static_cast<std::int64_t>(t.scales.size()) == t.n * geo.groups &&
-                 static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups,
-             "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
+  const int halves = h.interleaved_pair ? 2 : 1;
+  for (int s = 0; s < halves; ++s) {
+    const QuantizedTensor& t = *sources[s];
+    QF_REQUIRE(t.n == h.n && t.k == h.k && t.scheme == sources[0]->scheme &&
+                   t.k_padded == h.k_padded && t.group == h.group &&
+                   static_cast<std::int64_t>(t.q.size()) == t.n * t.k_padded &&
+                   static_cast<std::int64_t>(t.scales.size()) == t.n * geo.groups &&
+                   static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups,
+               "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
+  }
   const int q_min = h.bits == 8 ? (h.asymmetric ? 0 : -128) : (h.asymmetric ? 0 : -8);
   const int q_max = h.bits == 8 ? (h.asymmetric ? 255 : 127) : (h.asymmetric ? 15 : 7);
   parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
@@ -181,13 +189,15 @@ PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
       std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
       for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
         for (int c = 0; c < kPanelWidth; ++c) {
-          const std::int64_t column = panel_column(h, panel, c).column;
+          const PanelColumn pc = panel_column(h, panel, c);
+          const std::int64_t column = pc.column;
           std::int16_t* q = pg.q.data() + c * h.group;
           if (column < 0) {
             pg.params[c] = GroupParams{};
             std::fill(q, q + h.group, std::int16_t{0});
             continue;
           }
+          const QuantizedTensor& t = *sources[pc.half];
           const std::int64_t gi = column * geo.groups + j;
           pg.params[c] = {t.scales[gi], t.zero_points[gi]};
           const std::int16_t* src = t.q.data() + column * t.k_padded + j * h.group;
@@ -201,6 +211,23 @@ PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
       }
     }
   });
+}
+
+}  // namespace
+
+PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
+  PackedWeights packed = allocate(make_packed_header(t.n, t.k, t.scheme));
+  const QuantizedTensor* sources[2] = {&t, nullptr};
+  pack_from_quantized(packed, sources, threads);
+  return packed;
+}
+
+PackedWeights pack_quantized_pair(const QuantizedTensor& gate, const QuantizedTensor& up,
+                                  int threads) {
+  PackedWeights packed =
+      allocate(make_packed_header(gate.n, gate.k, gate.scheme, /*interleaved_pair=*/true));
+  const QuantizedTensor* sources[2] = {&gate, &up};
+  pack_from_quantized(packed, sources, threads);
   return packed;
 }
 

@@ -30,6 +30,9 @@ PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t 
                                const QuantScheme& scheme, int threads = 0);
 // Packs an already quantized tensor exactly (no requantization), e.g. a GGUF Q8_0 tensor.
 PackedWeights pack_quantized(const QuantizedTensor& tensor, int threads = 0);
+// The same for a gate/up pair (same scheme and shape), interleaved as pack_swiglu_pair does.
+PackedWeights pack_quantized_pair(const QuantizedTensor& gate, const QuantizedTensor& up,
+                                  int threads = 0);
 
 // Reads the stored values, scales and zero points back (checks each group's
 // compensation sums; a mismatch is an error). For a pair, `half` selects gate (0) / up (1).

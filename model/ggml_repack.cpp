@@ -1,0 +1,84 @@
+#include "model/ggml_repack.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "model/ggml_quants.h"
+#include "model/half_float.h"
+
+namespace qforge {
+
+std::optional<QuantScheme> native_scheme(GgmlType type) {
+  QuantScheme scheme;
+  scheme.granularity = Granularity::per_group;
+  scheme.group = 32;
+  scheme.asymmetric = false;
+  if (type == GgmlType::Q8_0) {
+    scheme.bits = 8;
+    return scheme;
+  }
+  if (type == GgmlType::Q4_0) {
+    scheme.bits = 4;
+    return scheme;
+  }
+  return std::nullopt;
+}
+
+QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
+  QF_REQUIRE(!tensors.empty(), "repack: no tensors");
+  const TensorView& first = *tensors[0];
+  const std::optional<QuantScheme> scheme = native_scheme(first.type);
+  if (!scheme)
+    fail("repack: tensor '", first.name, "' type ", ggml_type_name(first.type),
+         " has no exact qforge layout");
+  QuantizedTensor out;
+  out.scheme = *scheme;
+  out.k = first.columns;
+  out.k_padded = first.columns;
+  out.group = 32;
+  for (const TensorView* t : tensors) {
+    if (t->type != first.type || t->columns != first.columns)
+      fail("repack: tensor '", t->name, "' (", ggml_type_name(t->type), ", ", t->columns,
+           " columns) does not match '", first.name, "' (", ggml_type_name(first.type), ", ",
+           first.columns, " columns)");
+    out.n += t->rows;
+  }
+  QF_REQUIRE(out.k % 32 == 0, "repack: '", first.name, "' has ", out.k,
+             " columns, not whole blocks");
+  const std::int64_t blocks = out.k / 32;
+  out.q.resize(std::size_t(out.n * out.k));
+  out.scales.resize(std::size_t(out.n * blocks));
+  out.zero_points.assign(std::size_t(out.n * blocks), 0);
+  std::int64_t row_out = 0;
+  for (const TensorView* t : tensors) {
+    for (std::int64_t r = 0; r < t->rows; ++r, ++row_out) {
+      const std::span<const std::byte> row = t->row(r);
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        std::int16_t* q = out.q.data() + row_out * out.k + b * 32;
+        std::uint16_t d_bits;
+        if (t->type == GgmlType::Q8_0) {
+          const std::byte* block = row.data() + b * kQ8_0BlockBytes;
+          std::memcpy(&d_bits, block, 2);
+          for (int i = 0; i < 32; ++i)
+            q[i] = static_cast<std::int8_t>(std::to_integer<std::uint8_t>(block[2 + i]));
+        } else {
+          const std::byte* block = row.data() + b * kQ4_0BlockBytes;
+          std::memcpy(&d_bits, block, 2);
+          for (int j = 0; j < 16; ++j) {
+            const auto byte = std::to_integer<std::uint8_t>(block[2 + j]);
+            q[j] = static_cast<std::int16_t>((byte & 15) - 8);
+            q[j + 16] = static_cast<std::int16_t>((byte >> 4) - 8);
+          }
+        }
+        const float d = f16_to_f32(d_bits);
+        if (!std::isfinite(d))
+          fail("repack: tensor '", t->name, "' row ", r, " block ", b, " has scale ", d);
+        out.scales[std::size_t(row_out * blocks + b)] = d;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace qforge

@@ -1,0 +1,27 @@
+// GGUF's own quantized tensors as qforge QuantizedTensors, without requantization:
+//
+//   Q8_0 block (32 values): w = d * q,       q in [-128, 127]  ->  int8 g32 symmetric,
+//                                                                  scale d, q as stored
+//   Q4_0 block (32 values): w = d * (n - 8), n in [0, 15]      ->  int4 g32 symmetric,
+//                                                                  scale d, q = n - 8
+// so the packed kernels compute exactly what ggml's dequantized weights give. Q4_1
+// (w = d * n + m) has a float offset the integer zero point cannot hold; it is not
+// repacked here (callers requantize it from its dequantized values).
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "model/model_file.h"
+#include "ops/quant/quantize.h"
+
+namespace qforge {
+
+// The scheme a ggml type is repacked into, if it is one of the exact cases above.
+std::optional<QuantScheme> native_scheme(GgmlType type);
+
+// The rows of `tensors` (same type and columns) stacked into one tensor; throws
+// qforge::Error if the type has no native scheme or the tensors disagree.
+QuantizedTensor native_quantized(std::span<const TensorView* const> tensors);
+
+}  // namespace qforge

@@ -1,0 +1,25 @@
+#include "model/model_session.h"
+
+#include <algorithm>
+
+#include "model/dense_linear.h"
+
+namespace qforge {
+
+std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
+                                           int threads, int positions,
+                                           const std::string& tokenizer_path) {
+  threads = std::max(1, threads);
+  auto session =
+      std::make_unique<ModelSession>(load_model(path, precision, tokenizer_path, threads));
+  session->threads = threads;
+  set_dense_threads(session->threads);
+  session->pool = std::make_unique<ThreadPool>(precision.quantized ? session->threads : 1);
+  const int context = session->model.weights.config.seq_len;
+  session->executor =
+      std::make_unique<LlamaExecutor>(session->model.weights, *session->pool,
+                                      positions > 0 ? std::min(positions, context) : context);
+  return session;
+}
+
+}  // namespace qforge

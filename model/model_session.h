@@ -1,0 +1,31 @@
+// A loaded model ready to run: weights, the thread pool its kernels split over, and an
+// executor with a KV cache of `positions` positions. The executor keeps references into
+// the session, so a session lives behind a pointer and never moves.
+//
+//   quantized model: pool of `threads` (the JIT kernels), oneDNN idle
+//   f32 / bf16:      pool of 1 (the caller), oneDNN on `threads` OpenMP threads
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/llama_executor.h"
+#include "model/model_loader.h"
+#include "ops/linear/thread_pool.h"
+
+namespace qforge {
+
+struct ModelSession {
+  explicit ModelSession(LoadedModel loaded) : model(std::move(loaded)) {}
+  LoadedModel model;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<LlamaExecutor> executor;
+  int threads = 1;
+};
+
+// positions 0: the model's context length.
+std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
+                                           int threads, int positions = 0,
+                                           const std::string& tokenizer_path = "");
+
+}  // namespace qforge

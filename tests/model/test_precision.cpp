@@ -1,0 +1,185 @@
+// The precisions a model can load in: native repacking of GGUF Q8_0 / Q4_0 tensors (exact),
+// the int8 embedding table, bf16 dense layers, and the --quant / --lm-head parser.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/ggml_quants.h"
+#include "model/ggml_repack.h"
+#include "model/jit_linear.h"
+#include "model/model_session.h"
+#include "ops/quant/pack.h"
+#include "tests/model/tiny_llama.h"
+#include "tests/support/model_paths.h"
+
+namespace qforge {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("qforge_precision_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+class NativeRepack : public testing::TestWithParam<GgmlType> {};
+
+// Every value of the repacked tensor, times its scale, is what ggml decodes: bit for bit.
+TEST_P(NativeRepack, DecodesExactlyAsGgml) {
+  const std::string path = temp_path("native.gguf");
+  test::TinyLlama spec;
+  spec.matrix_type = GetParam();
+  test::write_tiny_llama(path, spec);
+  const ModelFile file = open_model(path);
+  for (const char* role : {"attn_q", "ffn_down", "ffn_gate"}) {
+    const TensorView& t = file.layer_tensor(1, role);
+    const TensorView* views[] = {&t};
+    const QuantizedTensor q = native_quantized(views);
+    ASSERT_EQ(q.n, t.rows);
+    ASSERT_EQ(q.k, t.columns);
+    EXPECT_EQ(q.scheme.bits, GetParam() == GgmlType::Q8_0 ? 8 : 4);
+    std::vector<float> row(static_cast<std::size_t>(t.columns));
+    for (std::int64_t r = 0; r < t.rows; ++r) {
+      t.row_to_f32(r, row);
+      for (std::int64_t i = 0; i < t.columns; ++i) {
+        const float value = q.scales[std::size_t(r * (t.columns / 32) + i / 32)] *
+                            float(q.q[std::size_t(r * t.columns + i)]);
+        ASSERT_EQ(value, row[std::size_t(i)]) << role << " [" << r << "][" << i << "]";
+      }
+    }
+    // Packed and unpacked again, nothing changes.
+    const QuantizedTensor back = unpack_weights(pack_quantized(q, 1));
+    EXPECT_EQ(back.q, q.q);
+    EXPECT_EQ(back.scales, q.scales);
+  }
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, NativeRepack, testing::Values(GgmlType::Q8_0, GgmlType::Q4_0));
+
+TEST(NativeRepack, RejectsTypesWithoutAnExactLayout) {
+  const std::string path = temp_path("q41.gguf");
+  test::TinyLlama spec;
+  spec.matrix_type = GgmlType::Q4_1;
+  test::write_tiny_llama(path, spec);
+  const ModelFile file = open_model(path);
+  const TensorView* views[] = {&file.layer_tensor(0, "attn_q")};
+  EXPECT_FALSE(native_scheme(GgmlType::Q4_1).has_value());
+  EXPECT_THROW(native_quantized(views), Error);
+  std::filesystem::remove(path);
+}
+
+// The SwiGLU pair of two quantized tensors, interleaved, unpacks to each half.
+TEST(NativeRepack, PairUnpacksToBothHalves) {
+  std::mt19937 rng(3);
+  const auto random_tensor = [&](std::int64_t n, std::int64_t k) {
+    std::vector<float> w(std::size_t(n * k));
+    std::normal_distribution<float> normal;
+    for (float& x : w) x = normal(rng);
+    QuantScheme scheme;
+    scheme.granularity = Granularity::per_group;
+    scheme.group = 32;
+    return quantize_reference(w.data(), n, k, scheme);
+  };
+  const QuantizedTensor gate = random_tensor(37, 96), up = random_tensor(37, 96);
+  const PackedWeights pair = pack_quantized_pair(gate, up, 1);
+  EXPECT_EQ(pair.header.interleaved_pair, 1);
+  for (int half = 0; half < 2; ++half) {
+    const QuantizedTensor back = unpack_weights(pair, half);
+    EXPECT_EQ(back.q, (half ? up : gate).q);
+    EXPECT_EQ(back.scales, (half ? up : gate).scales);
+  }
+}
+
+// A native model computes with the file's own weights: its logits follow the f32 run of
+// the same file (which decodes Q8_0 exactly) up to the activations' int8 rounding.
+TEST(NativeRepack, ModelFollowsTheFileItsWeightsCameFrom) {
+  const std::string path = temp_path("native_model.gguf");
+  test::TinyLlama spec;
+  spec.matrix_type = GgmlType::Q8_0;
+  test::write_tiny_llama(path, spec);
+  auto f32 = open_session(path, parse_precision("f32"), 1);
+  auto native = open_session(path, parse_precision("native"), 1);
+  EXPECT_TRUE(native->model.weights.precision.native);
+  // The layers are repacked: the weights hold exactly Q8_0's int8 values.
+  const auto* qkv = dynamic_cast<const JitLinear*>(native->model.weights.layers[0].wqkv.get());
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->quantized().weights().header.group, 32);
+  const std::vector<int> tokens = {1, 5, 9, 13};
+  const std::span<const float> expected = f32->executor->forward(tokens, 0, true);
+  const std::vector<float> reference(expected.begin(), expected.end());
+  const std::span<const float> got = native->executor->forward(tokens, 0, true);
+  double max_abs = 0, max_diff = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    max_abs = std::max(max_abs, double(std::fabs(reference[i])));
+    max_diff = std::max(max_diff, double(std::fabs(reference[i] - got[i])));
+  }
+  EXPECT_LT(max_diff, 0.05 * max_abs);
+  EXPECT_GT(max_diff, 0.0);  // activations are quantized: not the f32 computation itself
+  std::filesystem::remove(path);
+}
+
+TEST(EmbeddingTable, Int8RowsDequantizeWithinHalfAStep) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  const int rows = 13, dim = 70;
+  std::vector<float> values(std::size_t(rows * dim));
+  for (float& v : values) v = normal(rng);
+  std::fill(values.begin() + 2 * dim, values.begin() + 3 * dim, 0.f);  // an all-zero row
+  const EmbeddingTable f32(values, rows, dim, false), int8(values, rows, dim, true);
+  EXPECT_TRUE(int8.int8());
+  EXPECT_EQ(int8.bytes(), std::uint64_t(rows) * dim + rows * sizeof(float));
+  std::vector<float> a(dim), b(dim);
+  for (int r = 0; r < rows; ++r) {
+    f32.lookup(r, a.data());
+    int8.lookup(r, b.data());
+    float max_abs = 0;
+    for (int i = 0; i < dim; ++i) max_abs = std::max(max_abs, std::fabs(a[i]));
+    for (int i = 0; i < dim; ++i) {
+      EXPECT_EQ(a[i], values[std::size_t(r * dim + i)]);
+      EXPECT_LE(std::fabs(a[i] - b[i]), max_abs / 127.f * 0.5f * 1.0001f) << r << "," << i;
+    }
+  }
+  EXPECT_THROW(int8.lookup(rows, b.data()), Error);
+}
+
+TEST(Precision, ParsesEveryForm) {
+  EXPECT_FALSE(parse_precision("f32").quantized);
+  const Precision bf16 = parse_precision("bf16");
+  EXPECT_FALSE(bf16.quantized);
+  EXPECT_EQ(bf16.dense, DenseType::bf16);
+  EXPECT_TRUE(parse_precision("").native);
+  EXPECT_TRUE(parse_precision("native").native);
+  EXPECT_FALSE(parse_precision("int8").native);
+  EXPECT_EQ(parse_precision("int4-g128").scheme.bits, 4);
+  const Precision head = parse_precision("int8", "bf16");
+  EXPECT_TRUE(head.lm_head_dense);
+  EXPECT_EQ(head.dense, DenseType::bf16);
+  EXPECT_THROW(parse_precision("int3"), Error);
+  EXPECT_THROW(parse_precision("int8", "int4"), Error);
+}
+
+// bf16 weights (and activations, where oneDNN runs bf16) stay close to f32.
+TEST(Precision, Bf16FollowsF32) {
+  const std::string model = test::model_path("stories260K/stories260K.gguf");
+  auto f32 = open_session(model, parse_precision("f32"), 1);
+  auto bf16 = open_session(model, parse_precision("bf16"), 1);
+  const std::vector<int> tokens = {1, 403, 407, 261, 378};
+  const std::span<const float> a = f32->executor->forward(tokens, 0, true);
+  const std::vector<float> reference(a.begin(), a.end());
+  const std::span<const float> b = bf16->executor->forward(tokens, 0, true);
+  double max_abs = 0, max_diff = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    max_abs = std::max(max_abs, double(std::fabs(reference[i])));
+    max_diff = std::max(max_diff, double(std::fabs(reference[i] - b[i])));
+  }
+  EXPECT_GT(max_diff, 0.0);
+  EXPECT_LT(max_diff, 0.03 * max_abs);
+}
+
+}  // namespace
+}  // namespace qforge
