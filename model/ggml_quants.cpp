@@ -1,5 +1,7 @@
 #include "model/ggml_quants.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +14,26 @@ namespace qforge {
 namespace {
 
 static_assert(kQ8_0BlockBytes == 34 && kQ4_0BlockBytes == 18 && kQ4_1BlockBytes == 20);
+
+// f16 -> f32 with F16C, 8 values per instruction: the same IEEE conversion as
+// f16_to_f32 (exact; a signalling NaN comes back quieted).
+__attribute__((target("avx2,f16c"))) void f16_row_to_f32_f16c(const std::byte* in, float* out,
+                                                              std::size_t count) {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(
+        out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
+  for (; i < count; ++i) {
+    std::uint16_t half;
+    std::memcpy(&half, in + 2 * i, 2);
+    out[i] = f16_to_f32(half);
+  }
+}
+
+bool has_f16c() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  return has;
+}
 
 std::uint16_t load_u16(const std::byte* p) {
   std::uint16_t value;
@@ -131,6 +153,7 @@ void dequantize_row(GgmlType type, std::span<const std::byte> row, std::span<flo
       std::memcpy(out.data(), in, out.size() * sizeof(float));
       return;
     case GgmlType::F16:
+      if (has_f16c()) return f16_row_to_f32_f16c(in, out.data(), out.size());
       for (std::size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(load_u16(in + 2 * i));
       return;
     case GgmlType::BF16:

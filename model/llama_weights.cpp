@@ -15,18 +15,21 @@
 namespace qforge {
 namespace {
 
-// All rows of `tensor` as row-major f32, appended to `out`.
-void append_f32(const TensorView& tensor, std::vector<float>& out) {
+// All rows of `tensor` as row-major f32, appended to `out` (rows converted in parallel).
+void append_f32(const TensorView& tensor, std::vector<float>& out, int threads = 1) {
   const std::size_t start = out.size();
   out.resize(start + static_cast<std::size_t>(tensor.rows * tensor.columns));
-  for (std::int64_t r = 0; r < tensor.rows; ++r)
-    tensor.row_to_f32(r, std::span<float>(out.data() + start + r * tensor.columns,
-                                          static_cast<std::size_t>(tensor.columns)));
+  parallel_for(tensor.rows, tensor.rows * tensor.columns >= (1 << 20) ? threads : 1,
+               [&](std::int64_t begin, std::int64_t end) {
+                 for (std::int64_t r = begin; r < end; ++r)
+                   tensor.row_to_f32(r, std::span<float>(out.data() + start + r * tensor.columns,
+                                                         static_cast<std::size_t>(tensor.columns)));
+               });
 }
 
-std::vector<float> to_f32(const TensorView& tensor) {
+std::vector<float> to_f32(const TensorView& tensor, int threads = 1) {
   std::vector<float> out;
-  append_f32(tensor, out);
+  append_f32(tensor, out, threads);
   return out;
 }
 
@@ -41,59 +44,14 @@ bool all_native(const Sources& tensors) {
   return true;
 }
 
-std::vector<float> stacked_f32(const Sources& tensors) {
-  std::vector<float> out;
-  for (const TensorView* t : tensors) append_f32(*t, out);
+// The rows of `tensors` stacked, as f32, in `out` (reused across layers: its pages are
+// faulted in once, not once per tensor).
+const std::vector<float>& stacked_f32(const Sources& tensors, int threads,
+                                      std::vector<float>& out) {
+  out.clear();
+  for (const TensorView* t : tensors) append_f32(*t, out, threads);
   return out;
 }
-
-class LayerBuilder {
- public:
-  LayerBuilder(const Precision& precision, int threads)
-      : precision_(precision), threads_(threads) {}
-
-  // A plain or residual layer whose rows are the rows of `tensors`, stacked.
-  std::unique_ptr<LinearLayer> linear(const Sources& tensors, LinearFusion fusion,
-                                      bool classifier = false) const {
-    const std::int64_t k = tensors[0]->columns;
-    std::int64_t n = 0;
-    for (const TensorView* t : tensors) n += t->rows;
-    const bool dense = !precision_.quantized || (classifier && precision_.lm_head_dense);
-    if (!dense && precision_.native && !classifier && all_native(tensors))
-      return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
-                                         fusion);
-    const std::vector<float> w = stacked_f32(tensors);
-    if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion, dense_bf16());
-    const QuantScheme& scheme = classifier ? kPerChannelInt8 : precision_.scheme;
-    return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
-  }
-
-  // The fused gate/up layer.
-  std::unique_ptr<LinearLayer> swiglu(const TensorView& gate, const TensorView& up) const {
-    const std::int64_t hidden = gate.rows, k = gate.columns;
-    if (precision_.quantized && precision_.native && all_native({&gate, &up})) {
-      const TensorView* g[] = {&gate};
-      const TensorView* u[] = {&up};
-      return std::make_unique<JitLinear>(
-          pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
-          LinearFusion::swiglu);
-    }
-    const std::vector<float> gate_up = stacked_f32({&gate, &up});
-    if (!precision_.quantized)
-      return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
-                                           dense_bf16());
-    const float* g = gate_up.data();
-    return std::make_unique<JitLinear>(
-        pack_swiglu_pair(g, g + hidden * k, hidden, k, precision_.scheme, threads_),
-        LinearFusion::swiglu);
-  }
-
- private:
-  bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
-
-  const Precision& precision_;
-  int threads_;
-};
 
 // Lets the kernel drop the pages of a tensor already converted, so a model's file and
 // its packed copy are not both resident (peak RSS stays near the packed size).
@@ -103,6 +61,92 @@ void release_pages(const TensorView& tensor) {
   const auto end = (reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_size) / page * page;
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
+
+// Rows [first, first + count) of `tensors` stacked, as f32, for pack_weights_by_rows.
+RowSource stacked_rows(const Sources& tensors, int threads) {
+  return [tensors, threads](std::int64_t first, std::int64_t count, float* out) {
+    parallel_for(count, count * tensors[0]->columns >= (1 << 18) ? threads : 1,
+                 [&](std::int64_t begin, std::int64_t end) {
+                   for (std::int64_t i = begin; i < end; ++i) {
+                     std::int64_t row = first + i;
+                     std::size_t t = 0;
+                     while (row >= tensors[t]->rows) row -= tensors[t++]->rows;
+                     const auto columns = static_cast<std::size_t>(tensors[t]->columns);
+                     tensors[t]->row_to_f32(row, std::span<float>(out + i * columns, columns));
+                   }
+                 });
+  };
+}
+
+class LayerBuilder {
+ public:
+  LayerBuilder(const Precision& precision, int threads)
+      : precision_(precision), threads_(threads) {}
+
+  // A plain or residual layer whose rows are the rows of `tensors`, stacked. The
+  // tensors' file pages are released once converted.
+  std::unique_ptr<LinearLayer> linear(const Sources& tensors, LinearFusion fusion,
+                                      bool classifier = false) const {
+    std::unique_ptr<LinearLayer> layer = convert(tensors, fusion, classifier);
+    for (const TensorView* t : tensors) release_pages(*t);
+    return layer;
+  }
+
+  // The fused gate/up layer.
+  std::unique_ptr<LinearLayer> swiglu(const TensorView& gate, const TensorView& up) const {
+    std::unique_ptr<LinearLayer> layer = convert_pair(gate, up);
+    release_pages(gate);
+    release_pages(up);
+    return layer;
+  }
+
+  // Frees the f32 conversion buffer.
+  void release_scratch() const { std::vector<float>().swap(scratch_); }
+
+ private:
+  std::unique_ptr<LinearLayer> convert(const Sources& tensors, LinearFusion fusion,
+                                       bool classifier) const {
+    const std::int64_t k = tensors[0]->columns;
+    std::int64_t n = 0;
+    for (const TensorView* t : tensors) n += t->rows;
+    const bool dense = !precision_.quantized || (classifier && precision_.lm_head_dense);
+    if (!dense && precision_.native && !classifier && all_native(tensors))
+      return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
+                                         fusion);
+    const QuantScheme& scheme = classifier ? kPerChannelInt8 : precision_.scheme;
+    if (!dense && scheme.granularity != Granularity::per_tensor)
+      return std::make_unique<JitLinear>(
+          pack_weights_by_rows(n, k, scheme, stacked_rows(tensors, threads_), threads_), fusion);
+    const std::vector<float>& w = stacked_f32(tensors, threads_, scratch_);
+    if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion, dense_bf16());
+    return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
+  }
+
+  std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up) const {
+    const std::int64_t hidden = gate.rows, k = gate.columns;
+    if (precision_.quantized && precision_.native && all_native({&gate, &up})) {
+      const TensorView* g[] = {&gate};
+      const TensorView* u[] = {&up};
+      return std::make_unique<JitLinear>(
+          pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
+          LinearFusion::swiglu);
+    }
+    const std::vector<float>& gate_up = stacked_f32({&gate, &up}, threads_, scratch_);
+    if (!precision_.quantized)
+      return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
+                                           dense_bf16());
+    const float* g = gate_up.data();
+    return std::make_unique<JitLinear>(
+        pack_swiglu_pair(g, g + hidden * k, hidden, k, precision_.scheme, threads_),
+        LinearFusion::swiglu);
+  }
+
+  bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
+
+  const Precision& precision_;
+  int threads_;
+  mutable std::vector<float> scratch_;  // f32 rows of the layer being converted
+};
 
 }  // namespace
 
@@ -186,7 +230,10 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   LlamaWeights out;
   out.config = c;
   out.precision = precision;
-  std::vector<float> embedding = to_f32(model.tensor("token_embd.weight"));
+  // The embedding first: a quantized model keeps int8 rows, so the f32 copy goes now.
+  out.embedding = EmbeddingTable(to_f32(model.tensor("token_embd.weight"), threads), c.vocab_size,
+                                 c.dim, precision.quantized);
+  release_pages(model.tensor("token_embd.weight"));
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
   const LayerBuilder build(precision, threads);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -205,10 +252,9 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
     out.layers.push_back(std::move(layer));
   }
   const TensorView& classifier = model.classifier();
+  build.release_scratch();
   out.classifier = build.linear({&classifier}, LinearFusion::plain, /*classifier=*/true);
-  release_pages(classifier);
   release_pages(model.tensor("token_embd.weight"));
-  out.embedding = EmbeddingTable(std::move(embedding), c.vocab_size, c.dim, precision.quantized);
   return out;
 }
 

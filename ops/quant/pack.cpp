@@ -101,48 +101,56 @@ int resolve_threads(int threads) {
   return threads > 0 ? threads : default_load_threads();
 }
 
-// Quantizes float matrices (one, or gate + up) into `packed`.
-void pack_from_float(PackedWeights& packed, const float* const sources[2], int threads) {
+// Quantizes float matrices (one, or gate + up) into `packed`: panels
+// [panel_begin, panel_end), whose rows of W start at row `first_row` of the sources
+// (rows_available rows there). The whole matrix by default.
+void pack_from_float(PackedWeights& packed, const float* const sources[2], int threads,
+                     std::int64_t panel_begin = 0, std::int64_t panel_end = -1,
+                     std::int64_t first_row = 0, std::int64_t rows_available = -1) {
   const PackedHeader& h = packed.header;
   const PackedGeometry& geo = packed.geometry;
   const QuantScheme scheme = scheme_of(h);
   const std::int64_t k = h.k, g = h.group;
   const int halves = h.interleaved_pair ? 2 : 1;
+  if (panel_end < 0) panel_end = geo.panels;
+  if (rows_available < 0) rows_available = h.n;
   for (int s = 0; s < halves; ++s) {
     QF_REQUIRE(sources[s] != nullptr, "pack: weights pointer is null");
-    require_finite(sources[s], h.n * k, "pack: weights");
+    require_finite(sources[s], rows_available * k, "pack: weights");
   }
   GroupParams tensor_params[2];
   if (scheme.granularity == Granularity::per_tensor)
     for (int s = 0; s < halves; ++s)
       tensor_params[s] = choose_group_params(sources[s], h.n * k, h.bits, h.asymmetric);
 
-  parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
-    PanelGroup pg;
-    pg.q.resize(kPanelWidth * g);
-    for (std::int64_t panel = begin; panel < end; ++panel) {
-      std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
-      for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
-        const std::int64_t k0 = j * g, count = std::min(g, k - k0);
-        for (int c = 0; c < kPanelWidth; ++c) {
-          const PanelColumn pc = panel_column(h, panel, c);
-          std::int16_t* q = pg.q.data() + c * g;
-          if (pc.column < 0) {
-            pg.params[c] = GroupParams{};
-            std::fill(q, q + g, std::int16_t{0});
-            continue;
+  parallel_for(
+      panel_end - panel_begin, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
+        PanelGroup pg;
+        pg.q.resize(kPanelWidth * g);
+        for (std::int64_t panel = panel_begin + begin; panel < panel_begin + end; ++panel) {
+          std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
+          for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
+            const std::int64_t k0 = j * g, count = std::min(g, k - k0);
+            for (int c = 0; c < kPanelWidth; ++c) {
+              const PanelColumn pc = panel_column(h, panel, c);
+              std::int16_t* q = pg.q.data() + c * g;
+              if (pc.column < 0) {
+                pg.params[c] = GroupParams{};
+                std::fill(q, q + g, std::int16_t{0});
+                continue;
+              }
+              const float* values = sources[pc.half] + (pc.column - first_row) * k + k0;
+              const GroupParams p =
+                  scheme.granularity == Granularity::per_tensor
+                      ? tensor_params[pc.half]
+                      : choose_group_params_fast(values, count, h.bits, h.asymmetric);
+              pg.params[c] = p;
+              quantize_group_fast(values, count, g, p, h.bits, h.asymmetric, q);
+            }
+            write_group(dst, pg, h, geo);
           }
-          const float* values = sources[pc.half] + pc.column * k + k0;
-          const GroupParams p = scheme.granularity == Granularity::per_tensor
-                                    ? tensor_params[pc.half]
-                                    : choose_group_params_fast(values, count, h.bits, h.asymmetric);
-          pg.params[c] = p;
-          quantize_group_fast(values, count, g, p, h.bits, h.asymmetric, q);
         }
-        write_group(dst, pg, h, geo);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace
@@ -152,6 +160,26 @@ PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
   PackedWeights packed = allocate(make_packed_header(n, k, scheme));
   const float* sources[2] = {weights, nullptr};
   pack_from_float(packed, sources, threads);
+  return packed;
+}
+
+PackedWeights pack_weights_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                   const RowSource& rows, int threads) {
+  QF_REQUIRE(scheme.granularity != Granularity::per_tensor,
+             "pack: per-tensor scales need the whole matrix at once");
+  PackedWeights packed = allocate(make_packed_header(n, k, scheme));
+  // About 16 MiB of floats per chunk, a whole number of panels.
+  const std::int64_t panels_per_chunk = std::max<std::int64_t>(
+      1, (std::int64_t{4} << 20) / (kPanelWidth * std::max<std::int64_t>(k, 1)));
+  std::vector<float> chunk;
+  for (std::int64_t p = 0; p < packed.geometry.panels; p += panels_per_chunk) {
+    const std::int64_t p_end = std::min(packed.geometry.panels, p + panels_per_chunk);
+    const std::int64_t first = p * kPanelWidth, count = std::min(n, p_end * kPanelWidth) - first;
+    chunk.resize(static_cast<std::size_t>(count * k));
+    rows(first, count, chunk.data());
+    const float* sources[2] = {chunk.data(), nullptr};
+    pack_from_float(packed, sources, threads, p, p_end, first, count);
+  }
   return packed;
 }
 

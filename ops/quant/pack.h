@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "jit/base/aligned_buffer.h"
 #include "ops/quant/packed_layout.h"
@@ -25,6 +26,11 @@ struct PackedWeights {
 // Quantizes the row-major N x K matrix `weights` and packs it (threads = 0: all cores).
 PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
                            const QuantScheme& scheme, int threads = 0);
+// The same, reading the matrix a chunk of rows at a time from `rows(first, count, out)`
+// (count x K floats), so a large matrix is never whole in f32. Not for per-tensor scales.
+using RowSource = std::function<void(std::int64_t first, std::int64_t count, float* out)>;
+PackedWeights pack_weights_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                   const RowSource& rows, int threads = 0);
 // Packs two N x K matrices as interleaved gate/up panels for the fused SwiGLU kernel.
 PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t n, std::int64_t k,
                                const QuantScheme& scheme, int threads = 0);

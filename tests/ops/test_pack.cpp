@@ -131,6 +131,41 @@ TEST(Pack, ThreadsDoNotChangeTheBytes) {
   EXPECT_EQ(std::memcmp(one.data.data(), many.data.data(), one.geometry.total_bytes), 0);
 }
 
+// Packing a chunk of rows at a time gives the bytes of packing the whole matrix, for
+// chunks that split the matrix into several pieces (tall, narrow N tails) or one.
+TEST(Pack, ByRowsMatchesTheWholeMatrix) {
+  struct Shape {
+    std::int64_t n, k;
+    const char* scheme;
+  };
+  for (const Shape& s : {Shape{4099, 256, "int8"}, Shape{70001, 64, "int4-g32-asym"},
+                         Shape{37, 96, "int8-g32"}, Shape{2000, 1000, "int4-g128"}}) {
+    const auto w = test::random_floats(s.n * s.k, 9, 1.f);
+    const QuantScheme scheme = parse_quant_scheme(s.scheme);
+    const PackedWeights whole = pack_weights(w.data(), s.n, s.k, scheme, 2);
+    std::int64_t calls = 0, rows_read = 0;
+    const PackedWeights by_rows = pack_weights_by_rows(
+        s.n, s.k, scheme,
+        [&](std::int64_t first, std::int64_t count, float* out) {
+          ASSERT_EQ(first, rows_read);  // in order, each row once
+          std::memcpy(out, w.data() + first * s.k, sizeof(float) * count * s.k);
+          rows_read += count;
+          ++calls;
+        },
+        2);
+    EXPECT_EQ(rows_read, s.n);
+    if (s.n * s.k > (std::int64_t{4} << 20)) {
+      EXPECT_GT(calls, 1) << s.n;
+    }
+    ASSERT_EQ(whole.geometry.total_bytes, by_rows.geometry.total_bytes);
+    EXPECT_EQ(std::memcmp(whole.data.data(), by_rows.data.data(), whole.geometry.total_bytes), 0)
+        << s.n << " x " << s.k << " " << s.scheme;
+  }
+  EXPECT_THROW(pack_weights_by_rows(16, 64, parse_quant_scheme("int8-tensor"),
+                                    [](std::int64_t, std::int64_t, float*) {}),
+               Error);
+}
+
 TEST(Pack, QuantizedTensorPacksExactly) {
   const auto w = test::random_floats(40 * 96, 4, 1.f);
   for (const char* name : {"int8-g32", "int4-g32", "int4-g32-asym", "int8-asym"}) {
