@@ -25,6 +25,7 @@ class JitLinear final : public LinearLayer {
   std::uint64_t weight_bytes() const override { return linear_.weights().geometry.total_bytes; }
   std::vector<GemmKey> warmup_keys() const override { return linear_.warmup_keys(); }
   LinearFusion fusion() const override { return fusion_; }
+  std::optional<GemmKey> kernel_key(std::int64_t m) const override { return linear_.key_for(m); }
   const QuantizedLinear& quantized() const { return linear_; }
 
  private:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "jit/gemm/gemm_key.h"
@@ -32,6 +33,11 @@ class LinearLayer {
   virtual LinearFusion fusion() const = 0;
   // The kernels this layer calls, for CodeCache::warmup (none for oneDNN layers).
   virtual std::vector<GemmKey> warmup_keys() const { return {}; }
+  // The kernel a call of M rows runs (none for oneDNN layers).
+  virtual std::optional<GemmKey> kernel_key(std::int64_t m) const {
+    (void)m;
+    return std::nullopt;
+  }
 };
 
 }  // namespace qforge

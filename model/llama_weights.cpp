@@ -113,7 +113,7 @@ class LayerBuilder {
     if (!dense && precision_.native && !classifier && all_native(tensors))
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion);
-    const QuantScheme& scheme = classifier ? kPerChannelInt8 : precision_.scheme;
+    const QuantScheme scheme = classifier ? kPerChannelInt8 : scheme_for(tensors);
     if (!dense && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_weights_by_rows(n, k, scheme, stacked_rows(tensors, threads_), threads_), fusion);
@@ -137,8 +137,22 @@ class LayerBuilder {
                                            dense_bf16());
     const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
-        pack_swiglu_pair(g, g + hidden * k, hidden, k, precision_.scheme, threads_),
+        pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme_for({&gate, &up}), threads_),
         LinearFusion::swiglu);
+  }
+
+  // The scheme for requantized tensors: in a native run, Q4_1 (whose float offset the
+  // integer zero point cannot hold) becomes int4 g32 asymmetric, its nearest layout.
+  QuantScheme scheme_for(const Sources& tensors) const {
+    if (!precision_.native) return precision_.scheme;
+    for (const TensorView* t : tensors)
+      if (t->type != GgmlType::Q4_1) return precision_.scheme;
+    QuantScheme q41;
+    q41.bits = 4;
+    q41.asymmetric = true;
+    q41.granularity = Granularity::per_group;
+    q41.group = 32;
+    return q41;
   }
 
   bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
@@ -198,6 +212,19 @@ std::vector<GemmKey> LlamaWeights::warmup_keys() const {
   return keys;
 }
 
+std::vector<std::pair<std::string, const LinearLayer*>> LlamaWeights::named_layers() const {
+  std::vector<std::pair<std::string, const LinearLayer*>> out;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    out.emplace_back(prefix + "attn_qkv", layers[l].wqkv.get());
+    out.emplace_back(prefix + "attn_output", layers[l].wo.get());
+    out.emplace_back(prefix + "ffn_gate_up", layers[l].gate_up.get());
+    out.emplace_back(prefix + "ffn_down", layers[l].down.get());
+  }
+  out.emplace_back("output", classifier.get());
+  return out;
+}
+
 std::uint64_t LlamaWeights::weight_bytes() const {
   std::uint64_t bytes = embedding.bytes() + output_norm.size() * sizeof(float);
   for (const LayerWeights& layer : layers) {
@@ -224,7 +251,8 @@ std::uint64_t LlamaWeights::linear_parameters() const {
   return params;
 }
 
-LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads) {
+LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads,
+                                 const LoadProgress& progress) {
   if (threads <= 0) threads = default_load_threads();
   const LlamaConfig& c = model.config();
   LlamaWeights out;
@@ -250,10 +278,12 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
          {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
       release_pages(*tensor(role));
     out.layers.push_back(std::move(layer));
+    if (progress) progress(l + 1, c.n_layers + 1);
   }
   const TensorView& classifier = model.classifier();
   build.release_scratch();
   out.classifier = build.linear({&classifier}, LinearFusion::plain, /*classifier=*/true);
+  if (progress) progress(c.n_layers + 1, c.n_layers + 1);
   release_pages(model.tensor("token_embd.weight"));
   return out;
 }

@@ -17,9 +17,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "jit/gemm/gemm_key.h"
@@ -64,6 +66,9 @@ struct LlamaWeights {
 
   // Every kernel key the linear layers call (duplicates included).
   std::vector<GemmKey> warmup_keys() const;
+  // Each linear layer by name ("blk.0.attn_qkv", "blk.0.attn_output", "blk.0.ffn_gate_up",
+  // "blk.0.ffn_down", ..., "output"), in forward order.
+  std::vector<std::pair<std::string, const LinearLayer*>> named_layers() const;
   // Bytes of all weights as stored for inference (linear layers, embedding, norms).
   std::uint64_t weight_bytes() const;
   // Bytes of weights one decode step reads (all linear layers and norms, one embedding row).
@@ -74,7 +79,9 @@ struct LlamaWeights {
 
 // Converts and packs every tensor with `threads` threads (0: all cores). Kernel ISAs are
 // chosen now, so set the ISA cap before calling.
+// `progress(done, total)` is called after each converted layer (total = layers + 1).
+using LoadProgress = std::function<void(int done, int total)>;
 LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision,
-                                 int threads = 0);
+                                 int threads = 0, const LoadProgress& progress = {});
 
 }  // namespace qforge

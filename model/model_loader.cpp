@@ -20,14 +20,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const Precision& precision,
-                       const std::string& tokenizer_path, int threads) {
+                       const std::string& tokenizer_path, int threads,
+                       const LoadProgress& progress) {
   auto start = std::chrono::steady_clock::now();
   const ModelFile file = open_model(path);
   Tokenizer tokenizer = load_model_tokenizer(file, tokenizer_path);
   const double load_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  LlamaWeights weights = build_llama_weights(file, precision, threads);
+  LlamaWeights weights = build_llama_weights(file, precision, threads, progress);
   const double build_seconds = seconds_since(start);
 
   const std::vector<GemmKey> all_keys = weights.warmup_keys();

@@ -26,7 +26,8 @@ struct LoadedModel {
 
 // `tokenizer_path` may be empty (see load_model_tokenizer); threads 0 = all cores for packing.
 LoadedModel load_model(const std::string& path, const Precision& precision,
-                       const std::string& tokenizer_path = "", int threads = 0);
+                       const std::string& tokenizer_path = "", int threads = 0,
+                       const LoadProgress& progress = {});
 
 // The model's tokenizer: `path` if given (a llama2.c tokenizer.bin), else a GGUF file's
 // embedded vocabulary, else tok<vocab>.bin or tokenizer.bin beside a llama2.c checkpoint.

@@ -8,10 +8,11 @@ namespace qforge {
 
 std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
                                            int threads, int positions,
-                                           const std::string& tokenizer_path) {
+                                           const std::string& tokenizer_path,
+                                           const LoadProgress& progress) {
   threads = std::max(1, threads);
-  auto session =
-      std::make_unique<ModelSession>(load_model(path, precision, tokenizer_path, threads));
+  auto session = std::make_unique<ModelSession>(
+      load_model(path, precision, tokenizer_path, threads, progress));
   session->threads = threads;
   set_dense_threads(session->threads);
   session->pool = std::make_unique<ThreadPool>(precision.quantized ? session->threads : 1);

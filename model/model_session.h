@@ -26,6 +26,7 @@ struct ModelSession {
 // positions 0: the model's context length.
 std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
                                            int threads, int positions = 0,
-                                           const std::string& tokenizer_path = "");
+                                           const std::string& tokenizer_path = "",
+                                           const LoadProgress& progress = {});
 
 }  // namespace qforge

@@ -73,6 +73,26 @@ TEST(NativeRepack, RejectsTypesWithoutAnExactLayout) {
   std::filesystem::remove(path);
 }
 
+// Q4_1's float offset has no exact place in the layout: a native run requantizes it to
+// int4 g32 asymmetric, the nearest one, and says so in its scheme.
+TEST(NativeRepack, Q4_1BecomesInt4G32Asymmetric) {
+  const std::string path = temp_path("q41_model.gguf");
+  test::TinyLlama spec;
+  spec.matrix_type = GgmlType::Q4_1;
+  test::write_tiny_llama(path, spec);
+  auto native = open_session(path, parse_precision("native"), 1);
+  for (const auto& [name, layer] : native->model.weights.named_layers()) {
+    if (name == "output") continue;  // the classifier is int8 per-channel
+    const auto* jit = dynamic_cast<const JitLinear*>(layer);
+    ASSERT_NE(jit, nullptr) << name;
+    const PackedHeader& h = jit->quantized().weights().header;
+    EXPECT_EQ(h.bits, 4) << name;
+    EXPECT_EQ(h.asymmetric, 1) << name;
+    EXPECT_EQ(h.group, 32) << name;
+  }
+  std::filesystem::remove(path);
+}
+
 // The SwiGLU pair of two quantized tensors, interleaved, unpacks to each half.
 TEST(NativeRepack, PairUnpacksToBothHalves) {
   std::mt19937 rng(3);
