@@ -11,7 +11,8 @@
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
 // For M <= 4 both rotate through enough weight copies to exceed twice the L3 size, so
 // memory, not cache, is measured. oneDNN has no int4 matmul: int4 cases are compared
-// with oneDNN's int8 on the same shape.
+// with oneDNN's int8 on the same shape. BM_LinearAmx puts the AMX kernel beside the zmm
+// one over M (skipped, with the reason, where AMX does not run natively).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,10 +24,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/machine_limits.h"
 #include "bench/onednn_matmul.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
+#include "jit/tune/machine_limits.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/quant/pack.h"
 
@@ -133,6 +134,64 @@ void BM_Linear(benchmark::State& state) {
   state.SetLabel(kernel_name(layers[0]->key_for(m)));
 }
 
+// AMX tiles against the zmm kernel on the same layer and rows, alternating call by call:
+//   GOPS_amx, GOPS_zmm   2 M N K per second (median call)
+//   amx_vs_zmm           zmm time / AMX time: above 1 AMX wins at this M; the smallest
+//                        such M is the threshold (amx_min_rows) worth setting on this CPU
+// AMX is forced for every M here. Without native AMX the case is skipped with the reason:
+// the instruction emulator says nothing about speed.
+void BM_LinearAmx(benchmark::State& state) {
+  if (!(hardware_isa_mask(cpu_info()) & isa_bit(Isa::amx))) {
+    state.SkipWithError(("AMX is not usable natively: " + cpu_info().amx_reason).c_str());
+    return;
+  }
+  const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
+  const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
+  std::vector<float> w(static_cast<std::size_t>(n * k));
+  std::mt19937 rng(static_cast<unsigned>(n + k));
+  std::normal_distribution<float> dist(0.f, 0.02f);
+  for (auto& v : w) v = dist(rng);
+  const PackedWeights packed =
+      pack_weights(w.data(), n, k, parse_quant_scheme(bits == 8 ? "int8" : "int4-g128"), 2);
+  const std::int64_t threshold = amx_min_rows();
+  set_amx_min_rows(1);
+  const QuantizedLinear amx(copy_of(packed), Epilogue{}, Isa::amx);
+  const QuantizedLinear zmm(copy_of(packed), Epilogue{}, Isa::avx512_vnni);
+  std::vector<float> x(static_cast<std::size_t>(m * k));
+  for (auto& v : x) v = dist(rng) * 50;
+  QuantizedActivations xq;
+  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
+  quantize_activations(x.data(), k, xq);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  ThreadPool pool(threads);
+  for (int warm = 0; warm < 2; ++warm) {
+    amx.forward(xq, {}, y.data(), n, pool);
+    zmm.forward(xq, {}, y.data(), n, pool);
+  }
+  std::vector<double> amx_times, zmm_times;
+  for (auto _ : state) {
+    auto start = Clock::now();
+    amx.forward(xq, {}, y.data(), n, pool);
+    amx_times.push_back(seconds_since(start));
+    start = Clock::now();
+    zmm.forward(xq, {}, y.data(), n, pool);
+    zmm_times.push_back(seconds_since(start));
+    state.SetIterationTime(amx_times.back());
+  }
+  set_amx_min_rows(threshold);
+  const double ops = 2.0 * double(m) * double(n) * double(k);
+  const double ta = median(amx_times), tz = median(zmm_times);
+  state.counters["M"] = double(m);
+  state.counters["N"] = double(n);
+  state.counters["K"] = double(k);
+  state.counters["bits"] = bits;
+  state.counters["threads"] = threads;
+  state.counters["GOPS_amx"] = ops / ta / 1e9;
+  state.counters["GOPS_zmm"] = ops / tz / 1e9;
+  state.counters["amx_vs_zmm"] = tz / ta;
+  state.SetLabel(kernel_name(amx.key_for(m)));
+}
+
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(read_bandwidth_gbps(threads));
@@ -198,6 +257,15 @@ void register_all() {
               ->UseManualTime()
               ->MinTime(0.5)
               ->Unit(benchmark::kMicrosecond);
+  for (int bits : {8, 4})
+    for (std::int64_t m : {4, 8, 16, 32, 64, 128})
+      for (int t : {1, 2})
+        for (const auto& s : {shapes[3], shapes[4]})
+          benchmark::RegisterBenchmark("BM_LinearAmx", BM_LinearAmx)
+              ->Args({s[0], s[1], m, bits, t})
+              ->UseManualTime()
+              ->MinTime(0.5)
+              ->Unit(benchmark::kMicrosecond);
   const int isas[] = {int(Isa::avx2), int(Isa::avx_vnni), int(Isa::avx512_vnni)};
   for (int isa : isas)
     for (std::int64_t m : {1, 4, 128})
@@ -218,7 +286,7 @@ int main(int argc, char** argv) {
   qforge::bench::register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("dot_peak_instruction", qforge::bench::dot_peak_instruction());
+  benchmark::AddCustomContext("dot_peak_instruction", qforge::dot_peak_instruction());
   benchmark::AddCustomContext("cpu", qforge::cpu_info().brand);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

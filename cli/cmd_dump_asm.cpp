@@ -2,7 +2,12 @@
 // running it, so any ISA can be dumped on any x86 CPU) and prints its name, key, blocking,
 // register plan, size and generation time, then the Intel-syntax listing with the
 // generator's marks. --raw DIR also writes DIR/<kernel>.bin (the instruction stream) and
-// DIR/<kernel>.json (key, blocking, sizes, marks).
+// DIR/<kernel>.json (key, blocking, sizes, marks). --isa amx dumps the AMX tile kernel, with
+// the tile configuration it loads for --m rows (default 32) in place of the register plan.
+//
+// dump-asm -m MODEL [--quant Q] [--list] [--layer NAME] [--m M]: loads the model (packing
+// and generating as `run` does), lists the distinct kernels its layers call for M rows
+// and which layers call each; --layer dumps that layer's kernel as above.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +24,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_kernels.h"
+#include "cli/model_options.h"
 #include "jit/base/error.h"
+#include "jit/core/code_cache.h"
 #include "jit/dump/disassembler.h"
+#include "jit/gemm/amx_tile_plan.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "ops/linear/quantized_linear.h"
@@ -39,14 +48,20 @@ struct Options {
   std::string isa;
   std::string epilogue = "f32";
   Blocking blocking;
+  CLI::Option* m_option = nullptr;
   CLI::Option* mr = nullptr;  // the blocking options, to tell which were given
   CLI::Option* nr = nullptr;
   CLI::Option* k_unroll = nullptr;
   CLI::Option* prefetch = nullptr;
   std::string raw_dir;
+  // A model's kernels instead of one shape.
+  ModelOptions model;
+  bool list = false;
+  std::string layer;
 };
 
 constexpr std::string_view kEpilogueNames = "f32|bias|residual|swiglu|u8|bias-residual";
+constexpr std::int64_t kAmxDefaultRows = 32;  // one full block of tiles
 
 Epilogue parse_epilogue_option(const std::string& name) {
   Epilogue e;
@@ -61,8 +76,8 @@ Epilogue parse_epilogue_option(const std::string& name) {
 
 Isa parse_isa_option(const std::string& name) {
   if (name.empty()) return std::clamp(best_isa(), Isa::avx2, Isa::avx512_vnni);
-  QF_REQUIRE(name == "avx2" || name == "avx-vnni" || name == "avx512-vnni", "--isa: '", name,
-             "' has no GEMM generator (valid: avx2|avx-vnni|avx512-vnni)");
+  QF_REQUIRE(name == "avx2" || name == "avx-vnni" || name == "avx512-vnni" || name == "amx",
+             "--isa: '", name, "' has no GEMM generator (valid: avx2|avx-vnni|avx512-vnni|amx)");
   return parse_isa(name, "--isa");
 }
 
@@ -83,6 +98,12 @@ QuantScheme scheme_of_options(const Options& o) {
 }
 
 Blocking blocking_of_options(const Options& o, const GemmKey& key) {
+  if (key.isa == Isa::amx) {
+    for (const CLI::Option* given : {o.mr, o.nr, o.k_unroll, o.prefetch})
+      QF_REQUIRE(!given->count(), given->get_name(),
+                 ": the AMX kernel's blocking is fixed (blocks of 32 rows x 2 panels of tiles)");
+    return amx_blocking(key);
+  }
   Blocking b = default_blocking(key);
   if (o.mr->count()) b.mr = o.blocking.mr;
   if (o.nr->count()) b.nr = o.blocking.nr;
@@ -100,16 +121,23 @@ Blocking blocking_of_options(const Options& o, const GemmKey& key) {
   return b;
 }
 
+std::int64_t rows_of_options(const Options& o, Isa isa) {
+  return isa == Isa::amx && !o.m_option->count() ? kAmxDefaultRows : o.m;
+}
+
 GemmKey key_of_options(const Options& o) {
   QF_REQUIRE(o.n > 0, "--n must be positive, got ", o.n);
   QF_REQUIRE(o.k > 0, "--k must be positive, got ", o.k);
   QF_REQUIRE(o.m > 0, "--m must be positive, got ", o.m);
   const Isa isa = parse_isa_option(o.isa);
+  QF_REQUIRE(isa != Isa::amx || o.group % kAmxTileK == 0, "--group ", o.group,
+             ": the AMX kernel takes groups that are multiples of ", kAmxTileK,
+             " (or 0, per-channel)");
   const Epilogue epilogue = parse_epilogue_option(o.epilogue);
   QF_REQUIRE(o.group != 0 || o.k <= kMaxGroup, "--group 0 (per-channel) needs K <= ", kMaxGroup,
              " (int32 accumulator bound), got K = ", o.k, "; pass a group size");
   const PackedHeader header = make_packed_header(o.n, o.k, scheme_of_options(o), epilogue.swiglu);
-  GemmKey key = gemm_key_for(header, epilogue, isa, o.m);
+  GemmKey key = gemm_key_for(header, epilogue, isa, rows_of_options(o, isa));
   key.blocking = blocking_of_options(o, key);
   return key;
 }
@@ -184,9 +212,22 @@ void write_raw(const std::string& dir, const GemmKey& key, const std::vector<Cod
   write_file_atomically(std::filesystem::path(dir) / (name + ".json"), info.dump(2) + "\n");
 }
 
-void print_header(const GemmKey& key, const DumpResult& dump) {
+void print_tiles(const GemmKey& key, std::int64_t m) {
+  const int rows = amx_block_rows(m);
+  std::printf(
+      "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 u8 (xu), "
+      "B tmm6-7 s8 (packed rows%s); K steps of %d\n",
+      key.bits == 4 ? ", int4 unpacked on the stack" : "", kAmxTileK);
+  std::printf("; tile cfg   M %lld -> R %d: %s\n", static_cast<long long>(m), rows,
+              describe_tile_config(amx_tile_config(rows)).c_str());
+  std::printf(
+      ";            (the kernel holds one configuration per R = 1..%d and loads the one "
+      "for its M when the thread's live configuration differs)\n",
+      kAmxBlockRows);
+}
+
+void print_header(const GemmKey& key, std::int64_t m, const DumpResult& dump) {
   const Blocking& b = key.blocking;
-  const RegisterPlan plan = plan_registers(key, b);
   const std::string group =
       key.group == key.k_padded ? std::string("per-channel") : std::to_string(key.group);
   std::printf("; kernel     %s\n", kernel_name(key).c_str());
@@ -197,20 +238,25 @@ void print_header(const GemmKey& key, const DumpResult& dump) {
               bucket_name(key.bucket));
   std::printf("; blocking   %d x %d units (MR x NR), k_unroll %d, prefetch %d bytes\n", b.mr, b.nr,
               b.k_unroll, b.prefetch_distance);
-  std::printf("; registers  %d accumulators, %d float sums%s, %d weights, %d fixed: %d of %d\n",
-              plan.accumulators, plan.float_sums,
-              plan.float_sums_in_memory ? " (sums in the stack frame)" : "", plan.weights,
-              plan.fixed, plan.total(), vector_isa_of(key.isa).registers);
+  if (key.isa == Isa::amx) {
+    print_tiles(key, m);
+  } else {
+    const RegisterPlan plan = plan_registers(key, b);
+    std::printf("; registers  %d accumulators, %d float sums%s, %d weights, %d fixed: %d of %d\n",
+                plan.accumulators, plan.float_sums,
+                plan.float_sums_in_memory ? " (sums in the stack frame)" : "", plan.weights,
+                plan.fixed, plan.total(), vector_isa_of(key.isa).registers);
+  }
   std::printf("; code       %zu bytes of instructions (%zu instructions) + %zu bytes of data\n",
               dump.stream_size, dump.disassembly.instruction_count,
               dump.code.size() - dump.stream_size);
   std::printf("; generated  in %.1f us\n", dump.generation_us);
 }
 
-void run(const Options& o) {
-  const GemmKey key = key_of_options(o);
+void dump_key(const Options& o, const GemmKey& key, std::int64_t m) {
   const auto start = std::chrono::steady_clock::now();
-  const GemmGenerator generator(key);
+  const std::shared_ptr<const GemmGenerator> code = generate_kernel(key);
+  const GemmGenerator& generator = *code;
   const auto elapsed = std::chrono::steady_clock::now() - start;
   DumpResult dump;
   dump.code = {generator.getCode(), generator.getSize()};
@@ -218,8 +264,31 @@ void run(const Options& o) {
   dump.disassembly = disassemble(dump.code, dump.stream_size, generator.marks());
   dump.generation_us = std::chrono::duration<double, std::micro>(elapsed).count();
   if (!o.raw_dir.empty()) write_raw(o.raw_dir, key, generator.marks(), dump);
-  print_header(key, dump);
+  print_header(key, m, dump);
   std::fputs(dump.disassembly.listing.c_str(), stdout);
+}
+
+void run(const Options& o) {
+  if (o.model.model.empty()) {
+    QF_REQUIRE(o.n > 0 && o.k > 0, "dump-asm: give --n and --k (one kernel) or -m MODEL");
+    const GemmKey key = key_of_options(o);
+    dump_key(o, key, rows_of_options(o, key.isa));
+    return;
+  }
+  QF_REQUIRE(o.isa.empty(),
+             "dump-asm: with -m the kernels are the ones this CPU runs; cap "
+             "them with QFORGE_MAX_ISA instead of --isa");
+  const int threads = apply_model_options(o.model).threads;
+  const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
+  QF_REQUIRE(precision.quantized, "dump-asm: --quant ", o.model.quant,
+             " runs every layer on oneDNN; there are no generated kernels to show");
+  auto session = open_model_session(o.model, precision, threads, 1);
+  const LlamaWeights& weights = session->model.weights;
+  if (o.layer.empty() || o.list) print_model_kernels(model_kernels(weights, o.m), o.m);
+  if (!o.layer.empty()) {
+    if (o.list) std::printf("\n");
+    dump_key(o, model_layer_key(weights, o.layer, o.m), o.m);
+  }
 }
 
 }  // namespace
@@ -227,13 +296,16 @@ void run(const Options& o) {
 void register_dump_asm(CLI::App& app) {
   auto* cmd = app.add_subcommand("dump-asm", "Generate one GEMM kernel and print its assembly");
   auto o = std::make_shared<Options>();
-  cmd->add_option("--n", o->n, "Output columns N")->required();
-  cmd->add_option("--k", o->k, "Input length K")->required();
+  cmd->add_option("--n", o->n, "Output columns N (one kernel)");
+  cmd->add_option("--k", o->k, "Input length K (one kernel)");
   cmd->add_option("--group", o->group, "Group size g along K (0 = per-channel)");
   cmd->add_option("--bits", o->bits, "Weight bits (8|4)");
   cmd->add_option("--scheme", o->scheme, "Weight quantization (sym|asym)");
-  cmd->add_option("--m", o->m, "Rows M the kernel is tuned for (picks the M bucket)");
-  cmd->add_option("--isa", o->isa, "Kernel ISA (avx2|avx-vnni|avx512-vnni; default: best here)");
+  o->m_option = cmd->add_option("--m", o->m,
+                                "Rows M the kernel is tuned for (picks the M bucket; amx: the "
+                                "tile configuration shown; default 1, amx 32)");
+  cmd->add_option("--isa", o->isa,
+                  "Kernel ISA (avx2|avx-vnni|avx512-vnni|amx; default: best vector ISA here)");
   cmd->add_option("--epilogue", o->epilogue, "Epilogue (" + std::string(kEpilogueNames) + ")");
   o->mr = cmd->add_option("--mr", o->blocking.mr, "Rows per register tile (MR)");
   o->nr = cmd->add_option("--nr", o->blocking.nr, "16-column units per register tile (NR)");
@@ -242,6 +314,14 @@ void register_dump_asm(CLI::App& app) {
                                 "Prefetch distance in bytes (0 = none)");
   cmd->add_option("--raw", o->raw_dir,
                   "Also write <kernel>.bin and <kernel>.json to this directory");
+  cmd->add_option("-m,--model", o->model.model, "A model: list (or dump) the kernels it runs");
+  cmd->add_option("--quant", o->model.quant, "With -m: the precision (default native)");
+  cmd->add_option("-t,--threads", o->model.threads, "With -m: threads for packing");
+  cmd->add_option("--tokenizer", o->model.tokenizer, "With -m: llama2.c tokenizer.bin");
+  cmd->add_flag("--list", o->list, "With -m: list the model's kernels (the default)");
+  cmd->add_option("--layer", o->layer,
+                  "With -m: dump the kernel of this layer (blk.0.ffn_down, output, ...) or "
+                  "kernel name");
   cmd->callback([o] { run(*o); });
 }
 

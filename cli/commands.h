@@ -5,10 +5,13 @@
 
 namespace qforge::cli {
 
+void register_bench(CLI::App& app);
 void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_perplexity(CLI::App& app);
 void register_run(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_tune(CLI::App& app);
 
 }  // namespace qforge::cli

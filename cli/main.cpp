@@ -11,11 +11,14 @@
 int main(int argc, char** argv) {
   CLI::App app{"qforge: JIT-compiled quantized LLM inference for x86 CPUs"};
   app.require_subcommand(1);
+  qforge::cli::register_bench(app);
   qforge::cli::register_dump_asm(app);
   qforge::cli::register_info(app);
   qforge::cli::register_quantize(app);
+  qforge::cli::register_perplexity(app);
   qforge::cli::register_run(app);
   qforge::cli::register_synth(app);
+  qforge::cli::register_tune(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

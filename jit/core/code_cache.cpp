@@ -3,7 +3,14 @@
 #include <chrono>
 #include <mutex>
 
+#include "jit/gemm/amx_generator.h"
+
 namespace qforge {
+
+std::shared_ptr<const GemmGenerator> generate_kernel(const GemmKey& key) {
+  if (key.isa == Isa::amx) return std::make_shared<const AmxGenerator>(key);
+  return std::make_shared<const GemmGenerator>(key);
+}
 
 CompiledKernel CodeCache::get(const GemmKey& key) {
   {
@@ -27,7 +34,7 @@ CompiledKernel CodeCache::get(const GemmKey& key) {
   }
   try {  // generate outside the lock
     const auto start = std::chrono::steady_clock::now();
-    auto code = std::make_shared<const GemmGenerator>(key);
+    auto code = generate_kernel(key);
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     promise.set_value(CompiledKernel{std::move(code), us});

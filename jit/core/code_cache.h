@@ -17,8 +17,12 @@
 
 namespace qforge {
 
+// The generator that serves key.isa: AmxGenerator (tiles; it derives from GemmGenerator,
+// whose store phase it reuses) for amx, GemmGenerator for the vector ISAs.
+std::shared_ptr<const GemmGenerator> generate_kernel(const GemmKey& key);
+
 struct CompiledKernel {
-  std::shared_ptr<const GemmGenerator> code;
+  std::shared_ptr<const GemmGenerator> code;  // kernel(), marks() and the code for dumps
   double generation_us = 0;
   GemmKernelFn fn() const { return code->kernel(); }
 };

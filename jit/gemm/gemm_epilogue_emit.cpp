@@ -13,6 +13,16 @@ using namespace Xbyak::util;
 //   [bk_ + pp * panel_bytes + 128]  zc[16]      i32   (asymmetric only)
 // C = acc (- comp, VNNI only) + zc * xsum;   fsum = fma(float(C), scale, fsum)
 void GemmGenerator::emit_group_correction(int rows, int units) {
+  emit_group_correction_rows(rows, units);
+  add(bk_, static_cast<int>(trailer_bytes_));
+  add(sums_, 4);
+  if (key_.epilogue.output == OutputKind::group_sums) add(out_, static_cast<int>(n_padded_ * 4));
+}
+
+// Row r's xsum is at [sums_ + r * groups * 4], its group sums go to out_ + r * groups * Np * 4
+// and its float sums are fsum(r, t) or fsum_spill(r, t); a single group leaves
+// y = float(C) * scale in acc(r, t).
+void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const int t_count = per_row(units);
   const bool need_xsum = key_.asymmetric || key_.bits == 4;
   const Xmm xsum = epilogue_temp(0), product = epilogue_temp(1), spill = epilogue_temp(2);
@@ -50,9 +60,6 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
       }
     }
   }
-  add(bk_, static_cast<int>(trailer_bytes_));
-  add(sums_, 4);
-  if (sums_out) add(out_, static_cast<int>(n_padded_ * 4));
 }
 
 namespace {
@@ -62,13 +69,18 @@ int log2_of(int bytes) {
 }  // namespace
 
 void GemmGenerator::emit_epilogue(int rows, int units) {
-  const int t_count = per_row(units);
-  const bool u8_out = key_.epilogue.output == OutputKind::u8;
-  const int element = u8_out ? 1 : 4;
   // y lives in the float sums (or the accumulators for a single group / spilled sums).
   if (groups_ > 1 && plan_.float_sums_in_memory)
     for (int r = 0; r < rows; ++r)
-      for (int t = 0; t < t_count; ++t) vmovups(acc(r, t), fsum_spill(r, t));
+      for (int t = 0; t < per_row(units); ++t) vmovups(acc(r, t), fsum_spill(r, t));
+  emit_epilogue_from_registers(rows, units);
+}
+
+// Uses row_ and unit_; clobbers tmp_, tmp2_, kloop_, out_, ak_, bk_, gloop_.
+void GemmGenerator::emit_epilogue_from_registers(int rows, int units) {
+  const int t_count = per_row(units);
+  const bool u8_out = key_.epilogue.output == OutputKind::u8;
+  const int element = u8_out ? 1 : 4;
   auto y = [&](int r, int t) {
     return groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t) : acc(r, t);
   };

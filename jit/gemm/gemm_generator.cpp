@@ -18,29 +18,11 @@ constexpr int kPanelRowBytes = 64;
 }  // namespace
 
 GemmGenerator::GemmGenerator(const GemmKey& key)
-    : JitGenerator(kMaxCodeBytes), key_(key), isa_(vector_isa_of(key.isa)) {
+    : GemmGenerator(key, kMaxCodeBytes, GeometryOnly{}) {
   QF_REQUIRE(key.isa == Isa::avx2 || key.isa == Isa::avx_vnni || key.isa == Isa::avx512_vnni,
              "gemm generator: ISA ", isa_name(key.isa), " is not served by this generator");
   QF_REQUIRE(fits(key, key.blocking), "gemm generator: blocking ", key.blocking.mr, "x",
              key.blocking.nr, " does not fit the register file for ", kernel_name(key));
-  QF_REQUIRE(key.bits == 8 || key.bits == 4, "gemm generator: bits must be 8 or 4");
-  QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8 ? 4 : 8) == 0,
-             "gemm generator: inconsistent K/group in ", kernel_name(key));
-  QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
-  plan_ = plan_registers(key, key.blocking);
-  zmm_ = isa_.vector_bytes == 64;
-  vector_bytes_ = isa_.vector_bytes;
-  vectors_per_panel_ = isa_.vectors_per_panel();
-  panels_per_unit_ = key.panels_per_unit();
-  groups_ = key.groups();
-  k_per_row_ = key.bits == 8 ? 4 : 8;
-  rows_per_group_ = key.group / k_per_row_;
-  group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
-  trailer_bytes_ = key.asymmetric ? 192 : 128;
-  panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
-  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded, kCacheLine));
-  n_padded_ = key.units() * 16 * panels_per_unit_;
-  max_per_row_ = per_row(key.blocking.nr);
   if (!zmm_ && key.isa == Isa::avx_vnni) setDefaultEncoding(VexEncoding);
 
   const int spill_bytes =
@@ -65,6 +47,28 @@ GemmGenerator::GemmGenerator(const GemmKey& key)
   kernel_ = reinterpret_cast<GemmKernelFn>(const_cast<std::uint8_t*>(finalize()));
 }
 
+GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, GeometryOnly)
+    : JitGenerator(max_code_bytes), key_(key), isa_(vector_isa_of(key.isa)) {
+  QF_REQUIRE(key.bits == 8 || key.bits == 4, "gemm generator: bits must be 8 or 4");
+  QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8 ? 4 : 8) == 0,
+             "gemm generator: inconsistent K/group in ", kernel_name(key));
+  QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
+  plan_ = plan_registers(key, key.blocking);
+  zmm_ = isa_.vector_bytes == 64;
+  vector_bytes_ = isa_.vector_bytes;
+  vectors_per_panel_ = isa_.vectors_per_panel();
+  panels_per_unit_ = key.panels_per_unit();
+  groups_ = key.groups();
+  k_per_row_ = key.bits == 8 ? 4 : 8;
+  rows_per_group_ = key.group / k_per_row_;
+  group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
+  trailer_bytes_ = key.asymmetric ? 192 : 128;
+  panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
+  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded, kCacheLine));
+  n_padded_ = key.units() * 16 * panels_per_unit_;
+  max_per_row_ = per_row(key.blocking.nr);
+}
+
 // ---- register roles ---------------------------------------------------------------
 
 GemmGenerator::Xmm GemmGenerator::vec(int index) const {
@@ -81,8 +85,8 @@ GemmGenerator::Xmm GemmGenerator::fsum(int row, int t) const {
 }
 
 Address GemmGenerator::fsum_spill(int row, int t) const {
-  return zmm_ ? zword[rsp + (row * max_per_row_ + t) * vector_bytes_]
-              : yword[rsp + (row * max_per_row_ + t) * vector_bytes_];
+  const int offset = spill_displacement_ + (row * max_per_row_ + t) * vector_bytes_;
+  return zmm_ ? zword[spill_base_ + offset] : yword[spill_base_ + offset];
 }
 
 GemmGenerator::Xmm GemmGenerator::weight(int t, bool high) const {

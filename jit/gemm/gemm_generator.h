@@ -15,6 +15,9 @@
 //                  AVX2 int4 acc += maddwd(maddubs(nibble, xq), 1)         (C = acc)
 // The AVX2 forms compute sum xq * operand directly, exactly: |w| <= 128 and
 // |sign(xq, w)| <= 127, so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
+//
+// AmxGenerator (amx_generator.h) derives from this class: its tiles replace the loops and
+// the dot products, and it calls the group correction and epilogue below unchanged.
 #pragma once
 
 #include <xbyak/xbyak.h>
@@ -34,9 +37,15 @@ class GemmGenerator : public JitGenerator {
   GemmKernelFn kernel() const { return kernel_; }
   const GemmKey& key() const { return key_; }
 
- private:
+ protected:
   using Xmm = Xbyak::Xmm;
   using Reg64 = Xbyak::Reg64;
+
+  // For a generator that emits its own loops and dot products around this one's group
+  // correction, epilogue and constants (AmxGenerator): derives the key's geometry and
+  // emits nothing.
+  struct GeometryOnly {};
+  GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, GeometryOnly);
 
   // Loops.
   void emit_unit_loop();
@@ -47,8 +56,10 @@ class GemmGenerator : public JitGenerator {
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
   // Group end and epilogue (gemm_epilogue_emit.cpp).
-  void emit_group_correction(int rows, int units);
+  void emit_group_correction(int rows, int units);       // then steps to the next group
+  void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
   void emit_epilogue(int rows, int units);
+  void emit_epilogue_from_registers(int rows, int units);  // y already in acc / fsum
   void emit_unit_epilogue(int rows, int unit, int tail_columns);
   void emit_store(const Xmm& y, const Xbyak::Address& at_f32, int lanes);
   void emit_store_u8(const Xmm& y, const Reg64& base, int byte_offset, int lanes);
@@ -85,6 +96,10 @@ class GemmGenerator : public JitGenerator {
   int max_per_row_;
   int tile_rows_ = 1;     // rows of the tile being emitted
   int tile_per_row_ = 1;  // vectors per row of the tile being emitted
+  // Spilled float sums: row r, vector t at [spill_base_ + spill_displacement_ +
+  // (r * max_per_row_ + t) * vector_bytes_].
+  Reg64 spill_base_ = Xbyak::util::rsp;
+  int spill_displacement_ = 0;
 
   Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
   Xbyak::Label constants_;

@@ -1,5 +1,8 @@
 #include "jit/gemm/register_budget.h"
 
+#include "jit/gemm/amx_tile_plan.h"
+#include "jit/gemm/blocking_space.h"
+
 namespace qforge {
 
 VectorIsa vector_isa_of(Isa isa) {
@@ -40,7 +43,8 @@ bool fits(const GemmKey& key, const Blocking& b) {
 }
 
 Blocking default_blocking(const GemmKey& key) {
-  const int max_rows = key.bucket == MBucket::one ? 1 : key.bucket == MBucket::small ? 4 : 8;
+  if (key.isa == Isa::amx) return amx_blocking(key);  // tiles, not a register plan
+  const int max_rows = max_tile_rows(key.bucket);
   const int max_units = key.bucket == MBucket::large ? 4 : 8;
   Blocking best;
   double best_score = -1;

@@ -41,7 +41,8 @@ struct RegisterPlan {
 RegisterPlan plan_registers(const GemmKey& key, const Blocking& blocking);
 bool fits(const GemmKey& key, const Blocking& blocking);
 
-// The analytic default blocking for a key (its own blocking field is ignored).
+// The analytic default blocking for a key (its own blocking field is ignored); for AMX
+// keys the fixed tile blocking (amx_tile_plan.h).
 Blocking default_blocking(const GemmKey& key);
 
 }  // namespace qforge

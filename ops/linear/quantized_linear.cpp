@@ -1,10 +1,14 @@
 #include "ops/linear/quantized_linear.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 
 #include "jit/base/error.h"
+#include "jit/gemm/amx_thread_state.h"
 #include "jit/gemm/register_budget.h"
+#include "jit/tune/active_tuning.h"
 #include "ops/ref/gemm_reference.h"
 
 namespace qforge {
@@ -12,6 +16,11 @@ namespace {
 
 // Below this many operations per thread, splitting a call costs more than it saves.
 constexpr double kMinOpsPerThread = 1 << 20;
+
+// Rows standing for the large M bucket (a prefill chunk).
+constexpr std::int64_t kLargeBucketRows = 128;
+
+std::atomic<std::int64_t> g_amx_min_rows{kDefaultAmxMinRows};
 
 // zmm -> ymm VNNI -> ymm AVX2 -> reference (Isa::reference)
 Isa next_isa(Isa isa) {
@@ -36,11 +45,22 @@ void report_fallback_once(const GemmKey& key, Isa to, const char* why) {
 
 }  // namespace
 
+std::int64_t amx_min_rows() {
+  return g_amx_min_rows.load(std::memory_order_relaxed);
+}
+
+void set_amx_min_rows(std::int64_t rows) {
+  QF_REQUIRE(rows >= 1, "linear: the AMX row threshold must be at least 1, got ", rows);
+  g_amx_min_rows.store(rows, std::memory_order_relaxed);
+}
+
 QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa)
     : weights_(std::move(weights)), epilogue_(epilogue), isa_(isa) {
   QF_REQUIRE(epilogue.swiglu == (weights_.header.interleaved_pair != 0),
              "linear: swiglu needs interleaved gate/up weights and nothing else does");
-  // AMX has its own generator; until it is selected, its layers run the zmm kernels.
+  // AMX runs the calls of at least amx_min_rows() rows; the zmm kernels run the others,
+  // and every call of a layer the AMX generator cannot serve (e.g. groups of 32).
+  const bool want_amx = isa_ == Isa::amx && isa_usable(Isa::amx);
   if (isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
   // Find the first ISA whose generator serves this layer.
   while (isa_ != Isa::reference) {
@@ -51,6 +71,15 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
       const Isa next = next_isa(isa_);
       report_fallback_once(key_for(1), next, e.what());
       isa_ = next;
+    }
+  }
+  if (want_amx && isa_ == Isa::avx512_vnni) {
+    const GemmKey tiles = gemm_key_for(weights_.header, epilogue_, Isa::amx, kLargeBucketRows);
+    try {
+      CodeCache::global().get(tiles);
+      amx_ = true;
+    } catch (const Error& e) {
+      report_fallback_once(tiles, isa_, e.what());
     }
   }
 }
@@ -66,17 +95,26 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
   key.asymmetric = h.asymmetric != 0;
   key.epilogue = epilogue;
   key.bucket = bucket_of(m);
-  key.blocking = default_blocking(key);
+  key.blocking = tuned_blocking(key).value_or(default_blocking(key));
   return key;
 }
 
 GemmKey QuantizedLinear::key_for(std::int64_t m) const {
-  return gemm_key_for(weights_.header, epilogue_, isa_, m);
+  const Isa isa = amx_ && m >= amx_min_rows() ? Isa::amx : isa_;
+  return gemm_key_for(weights_.header, epilogue_, isa, m);
 }
 
 std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
   if (isa_ == Isa::reference) return {};
-  return {key_for(1), key_for(4), key_for(128)};
+  // Every (M bucket, AMX or not) a call can pick: each bucket's first and last row count
+  // (1 | 2..4 | 5..) and the AMX threshold.
+  std::vector<GemmKey> keys;
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{4}, std::int64_t{5},
+                               kLargeBucketRows, amx_min_rows()}) {
+    const GemmKey key = key_for(m);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  return keys;
 }
 
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
@@ -104,12 +142,20 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
   call.out_zero_point = static_cast<float>(args.out_zero_point);
   const std::int64_t units = (weights_.n() + 15) / 16;
   const GemmKernelFn fn = kernel.fn();
+  const bool tiles = kernel.code->key().isa == Isa::amx;
+  auto run = [&](const GemmCallArgs& args) {
+    if (tiles)
+      note_amx_tiles_in_use();
+    else
+      release_amx_tiles();
+    fn(&args);
+  };
   // Small calls (a tiny layer, one token) cost less on one thread than waking the pool.
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
   if (ops < kMinOpsPerThread * 2 || pool.size() == 1) {
     call.unit_begin = 0;
     call.unit_end = units;
-    fn(&call);
+    run(call);
     return;
   }
   const int threads = pool.size();
@@ -117,7 +163,7 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
     GemmCallArgs mine = call;
     mine.unit_begin = units * t / threads;
     mine.unit_end = units * (t + 1) / threads;
-    if (mine.unit_end > mine.unit_begin) fn(&mine);
+    if (mine.unit_end > mine.unit_begin) run(mine);
   });
 }
 

@@ -5,7 +5,9 @@
 //
 // The kernel ISA is the best usable one (QFORGE_MAX_ISA / --max-isa honoured); a
 // generator that cannot serve a key falls back zmm -> ymm VNNI -> ymm AVX2 -> reference,
-// and the fallback is reported once on stderr.
+// and the fallback is reported once on stderr. With AMX usable, calls of at least
+// amx_min_rows() rows run the AMX kernel and smaller ones (decode) the zmm kernels; a
+// layer the AMX generator cannot serve stays on zmm.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +22,21 @@
 namespace qforge {
 
 // The kernel key for packed weights with `header`, run with `epilogue` on `isa` for M
-// rows; blocking = the analytic default for that M bucket.
+// rows; blocking = the installed tuning table's (jit/tune/active_tuning.h) when it has
+// one for the key, else the analytic default for that M bucket.
 GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa isa, std::int64_t m);
+
+// The M at and above which calls run on AMX tiles (default kDefaultAmxMinRows): a tuning
+// parameter, the row count at which AMX overtakes the zmm kernels on this CPU.
+inline constexpr std::int64_t kDefaultAmxMinRows = 16;
+std::int64_t amx_min_rows();
+void set_amx_min_rows(std::int64_t rows);  // rows >= 1
 
 class QuantizedLinear {
  public:
   QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());
 
-  // The key used for M rows (blocking = the analytic default).
+  // The key used for M rows (blocking as gemm_key_for chooses it).
   GemmKey key_for(std::int64_t m) const;
   // Keys for the M buckets a model will use (for CodeCache::warmup).
   std::vector<GemmKey> warmup_keys() const;
@@ -41,12 +50,14 @@ class QuantizedLinear {
 
   const PackedWeights& weights() const { return weights_; }
   const Epilogue& epilogue() const { return epilogue_; }
-  Isa isa() const { return isa_; }
+  Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
+  bool uses_amx() const { return amx_; }
 
  private:
   PackedWeights weights_;
   Epilogue epilogue_;
   Isa isa_;
+  bool amx_ = false;
 };
 
 }  // namespace qforge

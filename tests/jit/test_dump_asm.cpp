@@ -72,6 +72,29 @@ TEST(DumpAsm, Avx2UsesMaddubsInsteadOfVnni) {
   EXPECT_TRUE(contains(r.output, "vpmaddubsw")) << r.output;
 }
 
+// The AMX kernel is generated (not run), so it dumps on any x86 CPU.
+TEST(DumpAsm, AmxShowsTileConfigurationAndTileInstructions) {
+  const CommandResult r = dump_asm("--n 64 --k 256 --group 128 --isa amx --m 20");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* part :
+       {"gemm_u8s8_amx_n64_k256_g128_w8s_ml_32x2u1_deq-f32", "; tile cfg   M 20 -> R 20: palette 1",
+        "tmm0 C 16 rows x 64 colsb", "tmm2 C 4 rows x 64 colsb", "tmm5 A 4 rows x 64 colsb",
+        "tmm7 B 16 rows x 64 colsb", "; ---- tile configuration ----", "sttilecfg ", "ldtilecfg ",
+        "tileloadd tmm4, ", "tileloadd tmm6, ", "tdpbusd tmm3, tmm5, tmm7", "tilestored ",
+        "tilezero tmm0", ": K loop ----", ": group dequant ----", ": epilogue ----"})
+    EXPECT_TRUE(contains(r.output, part)) << part << "\n" << r.output;
+  EXPECT_FALSE(contains(r.output, "; registers")) << r.output;
+}
+
+TEST(DumpAsm, AmxInt4UnpacksNibblesAndDefaultsToAFullBlock) {
+  const CommandResult r = dump_asm("--n 40 --k 300 --bits 4 --group 64 --scheme asym --isa amx");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "M 32 -> R 32")) << r.output;
+  EXPECT_TRUE(contains(r.output, "tmm5 A 16 rows x 64 colsb")) << r.output;
+  EXPECT_TRUE(contains(r.output, "vpsrlw zmm")) << r.output;
+  EXPECT_TRUE(contains(r.output, "tdpbusd")) << r.output;
+}
+
 TEST(DumpAsm, ListingCarriesMarksKeyAndBlocking) {
   const CommandResult r =
       dump_asm("--n 100 --k 512 --group 64 --m 16 --isa avx512-vnni --epilogue bias-residual");
@@ -97,7 +120,7 @@ TEST(DumpAsm, BlockingOverrideIsUsed) {
 }
 
 TEST(DumpAsm, RawFilesMatchObjdumpInstructionCount) {
-  for (const char* isa : {"avx512-vnni", "avx-vnni", "avx2"}) {
+  for (const char* isa : {"avx512-vnni", "avx-vnni", "avx2", "amx"}) {
     SCOPED_TRACE(isa);
     ScratchDirectory dir;
     const CommandResult r = dump_asm("--n 40 --k 320 --group 64 --m 3 --epilogue swiglu --isa " +
@@ -134,7 +157,9 @@ TEST(DumpAsm, BadOptionsFailNamingTheOption) {
     const char* option;
   } cases[] = {
       {"--n 64 --k 256 --isa avx1024", "--isa"},
-      {"--n 64 --k 256 --isa amx", "--isa"},
+      {"--n 64 --k 256 --isa amx --group 32", "--group"},
+      {"--n 64 --k 256 --isa amx --mr 4", "--mr"},
+      {"--n 64 --k 256 --isa sse2", "--isa"},
       {"--n 64 --k 256 --scheme skewed", "--scheme"},
       {"--n 64 --k 256 --epilogue gelu", "--epilogue"},
       {"--n 64 --k 0", "--k"},

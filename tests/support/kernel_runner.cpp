@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
+#include "jit/core/code_cache.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "ops/linear/quantized_linear.h"
@@ -46,7 +48,7 @@ std::string check_kernel(const KernelCase& c) {
   quantize_activations(x.data(), k, xq);
 
   const GemmKey key = key_for(c, packed.header);
-  GemmGenerator generator(key);
+  const std::shared_ptr<const GemmGenerator> generator = generate_kernel(key);
 
   const std::int64_t ldc = n + 3;  // a stride wider than N: columns N..ldc must stay untouched
   const auto bias = random_floats(n, c.seed + 2, 1.f);
@@ -82,7 +84,7 @@ std::string check_kernel(const KernelCase& c) {
   for (int s = 0; s < c.unit_splits; ++s) {
     call.unit_begin = units * s / c.unit_splits;
     call.unit_end = units * (s + 1) / c.unit_splits;
-    generator.kernel()(&call);
+    generator->kernel()(&call);
   }
 
   std::ostringstream error;

@@ -1,4 +1,4 @@
-#include "bench/machine_limits.h"
+#include "jit/tune/machine_limits.h"
 
 #include <immintrin.h>
 
@@ -8,12 +8,13 @@
 #include <cstring>
 #include <map>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/cpu/cpu_info.h"
 
-namespace qforge::bench {
+namespace qforge {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -96,10 +97,11 @@ DotKind dot_kind() {
 
 }  // namespace
 
-double read_bandwidth_gbps(int threads) {
-  static std::map<int, double> cache;
-  if (auto it = cache.find(threads); it != cache.end()) return it->second;
-  const std::size_t per_thread = std::size_t{1} << 30;  // 1 GiB per thread
+double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
+  static std::map<std::pair<int, std::size_t>, double> cache;
+  const std::pair<int, std::size_t> args{threads, bytes_per_thread};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const std::size_t per_thread = bytes_per_thread / 128 * 128;  // whole read_stream steps
   AlignedBuffer<std::uint8_t> buffer(per_thread * threads);
   std::memset(buffer.data(), 1, buffer.size());  // fault every page in first
   std::vector<std::uint64_t> sink(threads);
@@ -110,14 +112,14 @@ double read_bandwidth_gbps(int threads) {
     });
     best = std::max(best, double(per_thread) * threads / s / 1e9);
   }
-  return cache[threads] = best;
+  return cache[args] = best;
 }
 
-double dot_peak_gops(int threads) {
-  static std::map<int, double> cache;
-  if (auto it = cache.find(threads); it != cache.end()) return it->second;
+double dot_peak_gops(int threads, std::int64_t iterations) {
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
   const DotKind kind = dot_kind();
-  const std::int64_t iterations = 20'000'000;
   // multiply-adds per accumulator step: 64 (zmm) or 32 (ymm)
   const double macs = 12.0 * iterations * (kind == DotKind::zmm ? 64 : 32);
   std::vector<std::uint64_t> sink(threads);
@@ -130,7 +132,7 @@ double dot_peak_gops(int threads) {
     });
     best = std::max(best, 2 * macs * threads / s / 1e9);
   }
-  return cache[threads] = best;
+  return cache[args] = best;
 }
 
 std::string dot_peak_instruction() {
@@ -144,4 +146,4 @@ std::string dot_peak_instruction() {
   }
 }
 
-}  // namespace qforge::bench
+}  // namespace qforge

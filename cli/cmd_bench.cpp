@@ -1,0 +1,293 @@
+// qforge bench -m MODEL [-p 128] [-n 32] [-r 5] [-t N] [--quant Q[,Q...]] [-f TEXT] [--json]
+//
+// Like llama-bench: for each precision, load the model (quantize, pack, JIT), then r times
+// prefill a prompt of p tokens as one batch and decode n tokens one by one; report the
+// medians. Each precision runs in its own child process, so peak RSS and load times are
+// its own. Decode bandwidth is stated against the machine's read bandwidth, measured in
+// the same run before the children start.
+//
+//   parent: measure read GB/s -> fork per precision -> collect one JSON line each -> print
+//   child:  load -> warm-up pass -> r x (prefill p, decode n) -> [perplexity of -f TEXT]
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "jit/base/error.h"
+#include "jit/cpu/isa.h"
+#include "jit/tune/machine_limits.h"
+#include "model/model_session.h"
+#include "model/perplexity.h"
+
+namespace qforge::cli {
+namespace {
+
+struct Options {
+  ModelOptions model;
+  int n_prompt = 128;
+  int n_gen = 32;
+  int repetitions = 5;
+  std::vector<std::string> quants;
+  std::string text;
+  bool json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+std::uint64_t peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
+}
+
+// A prompt of BOS + deterministic tokens spread over the vocabulary (ids >= 3).
+std::vector<int> bench_prompt(int length, int vocab) {
+  std::vector<int> tokens = {1};
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  while (static_cast<int>(tokens.size()) < length) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    tokens.push_back(3 + static_cast<int>((state >> 33) % std::uint64_t(std::max(1, vocab - 3))));
+  }
+  return tokens;
+}
+
+int argmax(std::span<const float> logits) {
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// One precision, in the child process: returns the JSON record.
+nlohmann::json bench_one(const Options& o, const std::string& quant, int threads,
+                         const TuningStatus& tuning) {
+  const Precision precision = parse_precision(quant, o.model.lm_head);
+  // With -f TEXT the cache also holds a perplexity chunk (up to 512 tokens).
+  const int positions = o.n_prompt + o.n_gen + 1;
+  auto session = open_model_session(o.model, precision, threads,
+                                    o.text.empty() ? positions : std::max(positions, 512), o.json);
+  LlamaExecutor& executor = *session->executor;
+  const LoadedModel& model = session->model;
+  const LlamaConfig& c = model.weights.config;
+  QF_REQUIRE(o.n_prompt + o.n_gen <= executor.positions(), "bench: -p ", o.n_prompt, " + -n ",
+             o.n_gen, " exceeds the model's context of ", executor.positions());
+  const std::vector<int> prompt = bench_prompt(std::max(1, o.n_prompt), c.vocab_size);
+
+  std::vector<double> prefill, decode;
+  for (int run = -1; run < o.repetitions; ++run) {  // run -1: warm-up, not recorded
+    auto start = std::chrono::steady_clock::now();
+    int next = argmax(executor.forward(prompt, 0));
+    const double prefill_seconds = seconds_since(start);
+    start = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.n_gen; ++i)
+      next = argmax(executor.forward(std::span<const int>(&next, 1), o.n_prompt + i));
+    const double decode_seconds = seconds_since(start);
+    if (run < 0) continue;
+    if (o.n_prompt > 0) prefill.push_back(o.n_prompt / prefill_seconds);
+    if (o.n_gen > 0) decode.push_back(o.n_gen / decode_seconds);
+  }
+
+  nlohmann::json j = {{"model", o.model.model},
+                      {"quant", quant.empty() ? "native" : quant},
+                      {"precision", to_string(precision)},
+                      {"isa", precision.quantized ? std::string(isa_name(best_isa())) : "onednn"},
+                      {"threads", threads},
+                      {"n_prompt", o.n_prompt},
+                      {"n_gen", o.n_gen},
+                      {"prefill_tok_s", median(prefill)},
+                      {"decode_tok_s", median(decode)},
+                      {"samples", {{"prefill_tok_s", prefill}, {"decode_tok_s", decode}}},
+                      {"load_ms", model.load_seconds * 1e3},
+                      {"pack_ms", model.pack_seconds * 1e3},
+                      {"jit_ms", model.jit_seconds * 1e3},
+                      {"kernels", model.kernels},
+                      {"weight_bytes", model.weights.weight_bytes()},
+                      {"embedding_bytes", model.weights.embedding.bytes()},
+                      {"decode_bytes_per_token", model.weights.decode_bytes_per_token()},
+                      {"linear_parameters", model.weights.linear_parameters()},
+                      {"kv_cache_bytes", executor.cache().bytes()},
+                      {"peak_rss_bytes", peak_rss_bytes()}};
+  const std::vector<GemmKey> keys = model.weights.warmup_keys();
+  j["tuning"] = tuning_summary(tuning, keys);
+  if (!o.text.empty()) {
+    std::ifstream in(o.text, std::ios::binary);
+    if (!in) fail(o.text, ": cannot open the text file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    const std::vector<int> tokens = model.tokenizer.encode(text.str(), true, false);
+    const int ctx = std::min(512, executor.positions());
+    const PerplexityResult r = evaluate_perplexity(
+        tokens, ctx, c.vocab_size, model.tokenizer.bos_id(),
+        [&executor](std::span<const int> chunk) { return executor.forward(chunk, 0, true); });
+    j["perplexity"] = r.perplexity;
+    j["perplexity_ctx"] = ctx;
+  }
+  return j;
+}
+
+// Runs bench_one in a child process; its record comes back through a pipe.
+nlohmann::json bench_in_child(const Options& o, const std::string& quant, int threads,
+                              const TuningStatus& tuning) {
+  int fds[2];
+  if (pipe(fds) != 0) fail("bench: pipe failed");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) fail("bench: fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    int status = 0;
+    std::string out;
+    try {
+      out = bench_one(o, quant, threads, tuning).dump();
+    } catch (const std::exception& e) {
+      out = nlohmann::json{{"error", e.what()}}.dump();
+      status = 1;
+    }
+    out += "\n";
+    for (std::size_t done = 0; done < out.size();) {
+      const ssize_t wrote = write(fds[1], out.data() + done, out.size() - done);
+      if (wrote <= 0) break;
+      done += static_cast<std::size_t>(wrote);
+    }
+    close(fds[1]);
+    _exit(status);
+  }
+  close(fds[1]);
+  std::string reply;
+  char buffer[4096];
+  for (ssize_t got; (got = read(fds[0], buffer, sizeof buffer)) > 0;) reply.append(buffer, got);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (reply.empty())
+    fail("bench: --quant ", quant, ": the benchmark process died (",
+         WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : "no output", ")");
+  nlohmann::json j = nlohmann::json::parse(reply);
+  if (j.contains("error")) fail(j["error"].get<std::string>());
+  return j;
+}
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", bytes / (1 << 20));
+  return text;
+}
+
+void print_table(const std::vector<nlohmann::json>& rows, double read_gbps) {
+  const nlohmann::json* f32 = nullptr;
+  for (const auto& r : rows)
+    if (r["quant"] == "f32") f32 = &r;
+  std::printf("| %-12s | %-12s | %3s | %10s | %10s | %8s | %8s | %10s | %10s | %16s | %8s |\n",
+              "quant", "isa", "t", "pp tok/s", "tg tok/s", "tg GB/s", "bw ratio", "weights MiB",
+              "peak RSS MiB", "PPL", "vs f32");
+  std::printf("|%s|\n", std::string(143, '-').c_str());
+  for (const auto& r : rows) {
+    const double tg = r["decode_tok_s"].get<double>();
+    const double gbps = tg * r["decode_bytes_per_token"].get<double>() / 1e9;
+    std::string ppl = "-", speedup = "-";
+    char text[64];
+    if (r.contains("perplexity")) {
+      const double p = r["perplexity"].get<double>();
+      if (f32 && f32 != &r && f32->contains("perplexity"))
+        std::snprintf(text, sizeof text, "%.3f (%+.2f%%)", p,
+                      100.0 * (p / (*f32)["perplexity"].get<double>() - 1.0));
+      else
+        std::snprintf(text, sizeof text, "%.3f", p);
+      ppl = text;
+    }
+    if (f32 && (*f32)["decode_tok_s"].get<double>() > 0) {
+      std::snprintf(text, sizeof text, "%.2fx", tg / (*f32)["decode_tok_s"].get<double>());
+      speedup = text;
+    }
+    std::printf(
+        "| %-12s | %-12s | %3d | %10.2f | %10.2f | %8.2f | %8.3f | %11s | %12s | %16s | %8s |\n",
+        r["quant"].get<std::string>().c_str(), r["isa"].get<std::string>().c_str(),
+        r["threads"].get<int>(), r["prefill_tok_s"].get<double>(), tg, gbps,
+        read_gbps > 0 ? gbps / read_gbps : 0.0, mib(r["weight_bytes"].get<double>()).c_str(),
+        mib(r["peak_rss_bytes"].get<double>()).c_str(), ppl.c_str(), speedup.c_str());
+  }
+  std::printf("read bandwidth: %.2f GB/s (measured in this run)\n", read_gbps);
+  for (const auto& r : rows)
+    std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)\n",
+                r["quant"].get<std::string>().c_str(), r["prefill_gops"].get<double>(),
+                r["prefill_peak_ratio"].get<double>(),
+                r["dot_peak_instruction"].get<std::string>().c_str(),
+                r["dot_peak_gops"].get<double>());
+}
+
+void bench(Options o) {
+  const AppliedModelOptions applied = apply_model_options(o.model);
+  const int threads = applied.threads;
+  if (o.quants.empty()) o.quants = {""};
+  for (const std::string& quant : o.quants) parse_precision(quant, o.model.lm_head);  // validate
+  // The machine's read bandwidth and int8 dot-product peak, before any child starts
+  // (their threads are joined: safe to fork).
+  const double read_gbps = read_bandwidth_gbps(threads);
+  const double peak_gops = dot_peak_gops(threads);
+  std::vector<nlohmann::json> rows;
+  for (const std::string& quant : o.quants) {
+    nlohmann::json r = bench_in_child(o, quant, threads, applied.tuning);
+    const double gbps =
+        r["decode_tok_s"].get<double>() * r["decode_bytes_per_token"].get<double>() / 1e9;
+    r["read_gbps"] = read_gbps;
+    r["decode_gbps"] = gbps;
+    r["bw_ratio"] = read_gbps > 0 ? gbps / read_gbps : 0.0;
+    // Whole-forward prefill throughput: 2 x linear parameters x tokens / time.
+    const double prefill_gops =
+        2.0 * r["linear_parameters"].get<double>() * r["prefill_tok_s"].get<double>() / 1e9;
+    r["dot_peak_gops"] = peak_gops;
+    r["dot_peak_instruction"] = dot_peak_instruction();
+    r["prefill_gops"] = prefill_gops;
+    r["prefill_peak_ratio"] = peak_gops > 0 ? prefill_gops / peak_gops : 0.0;
+    if (o.json) {
+      std::printf("%s\n", r.dump().c_str());
+      std::fflush(stdout);
+    }
+    rows.push_back(std::move(r));
+  }
+  if (!o.json) {
+    print_table(rows, read_gbps);
+    if (!rows.empty()) std::printf("%s\n", rows.front()["tuning"].get<std::string>().c_str());
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("bench", "Prefill and decode speed per precision (llama-bench)");
+  add_model_options(cmd, options->model, /*with_quant=*/false);
+  cmd->add_option("-p,--n-prompt", options->n_prompt, "Prompt tokens (default 128)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n,--n-gen", options->n_gen, "Generated tokens (default 32)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-r,--repetitions", options->repetitions, "Repetitions (default 5)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--quant", options->quants,
+                  "Precisions, comma-separated: f32,bf16,int8,int4-g128,native,...")
+      ->delimiter(',');
+  cmd->add_option("-f,--file", options->text, "Text file: also report each precision's perplexity");
+  cmd->add_flag("--json", options->json, "One JSON object per precision on stdout");
+  cmd->callback([options] { bench(*options); });
+}
+
+}  // namespace qforge::cli

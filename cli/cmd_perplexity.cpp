@@ -1,0 +1,121 @@
+// qforge perplexity -m MODEL -f TEXT [--ctx N] [--quant Q] [--json] [--no-kld]
+// Perplexity of the text as llama-perplexity computes it (model/perplexity.h); for a
+// quantized or bf16 run also the KL divergence from the f32 model and top-1 agreement,
+// both models evaluated in the same process on the same chunks.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/progress_bar.h"
+#include "jit/base/error.h"
+#include "jit/cpu/isa.h"
+#include "model/model_session.h"
+#include "model/perplexity.h"
+
+namespace qforge::cli {
+namespace {
+
+struct Options {
+  ModelOptions model;
+  std::string text;
+  int ctx = 0;
+  bool json = false;
+  bool no_kld = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open the text file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) fail(path, ": the text file is empty");
+  return text.str();
+}
+
+ChunkLogits logits_of(LlamaExecutor& executor) {
+  return [&executor](std::span<const int> chunk) {
+    return executor.forward(chunk, 0, /*all_logits=*/true);
+  };
+}
+
+void perplexity(const Options& o) {
+  const int threads = apply_model_options(o.model).threads;
+  const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
+  const std::string text = read_text(o.text);
+  auto session = open_model_session(o.model, precision, threads, 0, o.json);
+  const LlamaConfig& c = session->model.weights.config;
+  const int ctx = o.ctx > 0 ? o.ctx : std::min(512, c.seq_len);
+  QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
+  const Tokenizer& tokenizer = session->model.tokenizer;
+  const std::vector<int> tokens = tokenizer.encode(text, /*add_bos=*/true, /*add_eos=*/false);
+
+  // The f32 model, for the divergence of a quantized (or bf16) run.
+  const bool reference_needed =
+      !o.no_kld && (precision.quantized || precision.dense != DenseType::f32);
+  std::unique_ptr<ModelSession> reference;
+  if (reference_needed)
+    reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
+
+  ProgressBar bar("perplexity", o.json);
+  const PerplexityResult r = evaluate_perplexity(
+      tokens, ctx, c.vocab_size, tokenizer.bos_id(), logits_of(*session->executor),
+      reference ? logits_of(*reference->executor) : ChunkLogits{},
+      [&bar](int done, int total) { bar.update(done, total, "chunks"); });
+  bar.finish();
+
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model.model},
+                        {"text", o.text},
+                        {"quant", to_string(precision)},
+                        {"isa", std::string(isa_name(best_isa()))},
+                        {"ctx", ctx},
+                        {"chunks", r.chunks},
+                        {"scored_tokens", r.scored_tokens},
+                        {"mean_nll", r.mean_nll},
+                        {"nll_stderr", r.nll_stderr},
+                        {"perplexity", r.perplexity},
+                        {"perplexity_stderr", r.perplexity_stderr}};
+    if (r.has_reference) {
+      j["f32_perplexity"] = r.reference_perplexity;
+      j["perplexity_change"] = r.perplexity / r.reference_perplexity - 1.0;
+      j["mean_kld"] = r.mean_kld;
+      j["kld_stderr"] = r.kld_stderr;
+      j["top1_agreement"] = r.top1_agreement;
+    }
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("%s, %s: %zu tokens, %d chunks of %d, %lld scored\n", o.model.model.c_str(),
+              to_string(precision).c_str(), tokens.size(), r.chunks, ctx,
+              static_cast<long long>(r.scored_tokens));
+  std::printf("Final estimate: PPL = %.4f +/- %.4f   (mean NLL %.5f +/- %.5f)\n", r.perplexity,
+              r.perplexity_stderr, r.mean_nll, r.nll_stderr);
+  if (r.has_reference) {
+    std::printf("f32 PPL          = %.4f   (change %+.3f %%)\n", r.reference_perplexity,
+                100.0 * (r.perplexity / r.reference_perplexity - 1.0));
+    std::printf("Mean KLD         = %.6f +/- %.6f\n", r.mean_kld, r.kld_stderr);
+    std::printf("Same top-1       = %.3f %%\n", 100.0 * r.top1_agreement);
+  }
+}
+
+}  // namespace
+
+void register_perplexity(CLI::App& app) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text; KL divergence from f32");
+  add_model_options(cmd, options->model);
+  cmd->add_option("-f,--file", options->text, "Text file to evaluate")->required();
+  cmd->add_option("--ctx", options->ctx, "Tokens per chunk (default: min(512, context))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--json", options->json, "One JSON object on stdout");
+  cmd->add_flag("--no-kld", options->no_kld, "Skip the f32 reference (no KLD / top-1)");
+  cmd->callback([options] { perplexity(*options); });
+}
+
+}  // namespace qforge::cli

@@ -1,0 +1,54 @@
+#include "cli/model_options.h"
+
+#include <algorithm>
+
+#include "cli/amx_mode.h"
+#include "cli/progress_bar.h"
+#include "jit/cpu/cpu_info.h"
+#include "jit/cpu/isa.h"
+
+namespace qforge::cli {
+
+void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
+  cmd->add_option("-m,--model", o.model, "Model file (GGUF or llama2.c .bin)")->required();
+  if (with_quant)
+    cmd->add_option("--quant", o.quant,
+                    "f32 | bf16 | int8 | int8-g<G>[-asym] | int4-g<G>[-asym] | native "
+                    "(default: native for a quantized GGUF, else int8)");
+  cmd->add_option("--lm-head", o.lm_head,
+                  "Classifier precision with int8/int4: int8 (default) | bf16 | f32");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-isa", o.max_isa, "Cap the kernel ISA: " + valid_isa_names());
+  cmd->add_option("--tokenizer", o.tokenizer,
+                  "llama2.c tokenizer.bin (default: tok<vocab>.bin or tokenizer.bin beside a "
+                  ".bin model; the embedded vocabulary of a GGUF)");
+  cmd->add_option("--amx", o.amx,
+                  "off | emulate: AMX kernels through the instruction emulator on a CPU "
+                  "without AMX (default: $QFORGE_AMX)");
+  add_tuning_options(cmd, o.tuning);
+}
+
+AppliedModelOptions apply_model_options(const ModelOptions& o) {
+  if (!o.max_isa.empty()) set_max_isa(parse_isa(o.max_isa, "--max-isa"));
+  apply_amx_mode(o.amx);
+  AppliedModelOptions applied;
+  applied.threads = o.threads > 0 ? o.threads : std::max(1, cpu_info().cores);
+  applied.tuning = apply_tuning(o.tuning, applied.threads);
+  return applied;
+}
+
+}  // namespace qforge::cli
+
+namespace qforge::cli {
+
+std::unique_ptr<ModelSession> open_model_session(const ModelOptions& o, const Precision& precision,
+                                                 int threads, int positions, bool quiet) {
+  ProgressBar bar("loading " + to_string(precision), quiet);
+  auto session = open_session(o.model, precision, threads, positions, o.tokenizer,
+                              [&bar](int done, int total) { bar.update(done, total, "layers"); });
+  bar.finish();
+  return session;
+}
+
+}  // namespace qforge::cli

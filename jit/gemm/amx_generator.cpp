@@ -1,0 +1,337 @@
+#include "jit/gemm/amx_generator.h"
+
+#include <cstddef>
+#include <limits>
+#include <string>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+
+using namespace Xbyak;
+using namespace Xbyak::util;
+
+namespace {
+
+constexpr std::size_t kMaxCodeBytes = 256 << 10;
+constexpr int kPackedRowBytes = 64;
+
+// The stack frame, bytes from rsp. Row r of a block owns 128 bytes in the stage and in
+// the float sums (panel t at + t * 64), so one pointer (rowp) walks both.
+//
+//   [kStage, +4096)        C tiles stored as int32 [32 rows][2 panels][16]  (stride 128)
+//   [kSums, +4096)         float sums            f32 [32 rows][2 panels][16]
+//   [kUnpackedB, +2048)    int4: the step's B tiles as s8 [2 panels][16 quads][64]
+//   [kLiveConfig, +64)     the thread's tile configuration (sttilecfg)
+//   [kNextRow, +8)         first row not stored yet
+//   [kLastBlockRow, +8)    M - R, where the last block starts
+constexpr int kRowBytes = kAmxBlockPanels * 64;
+constexpr int kStage = 0;
+constexpr int kSums = kStage + kAmxBlockRows * kRowBytes;
+constexpr int kUnpackedB = kSums + kAmxBlockRows * kRowBytes;
+constexpr int kUnpackedTileBytes = kAmxTileRows * kAmxTileBytes;
+constexpr int kLiveConfig = kUnpackedB + kAmxBlockPanels * kUnpackedTileBytes;
+constexpr int kNextRow = kLiveConfig + kAmxConfigBytes;
+constexpr int kLastBlockRow = kNextRow + 8;
+constexpr int kFrameBytes = kLastBlockRow + 8;
+
+// Vector registers of the K loop (the store phase uses zmm0-5 and the accumulators from
+// zmm31 down, see register_budget.h).
+const Zmm kNibbleMask(8), kLowNibbles(9), kHighNibbles(10);
+
+bool fits_int32(std::int64_t value) {
+  return value <= std::numeric_limits<std::int32_t>::max();
+}
+
+}  // namespace
+
+AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeBytes, GeometryOnly{}) {
+  QF_REQUIRE(key.isa == Isa::amx, "amx generator: ISA ", isa_name(key.isa),
+             " is not served by this generator");
+  QF_REQUIRE(key.group % kAmxTileK == 0, "amx generator: unsupported group size ", key.group,
+             " (tiles take K in steps of ", kAmxTileK, "; the zmm kernels serve it)");
+  const Blocking tiles = amx_blocking(key);
+  QF_REQUIRE(key.blocking == tiles, "amx generator: blocking ", key.blocking.mr, "x",
+             key.blocking.nr, "u", key.blocking.k_unroll, " is not the tile blocking ", tiles.mr,
+             "x", tiles.nr, "u", tiles.k_unroll, " of ", kernel_name(key));
+  QF_REQUIRE(fits_int32(panel_bytes_ * panels_per_unit_) && fits_int32(a_stride_ * kAmxBlockRows) &&
+                 fits_int32(groups_ * n_padded_ * 4 * kAmxBlockRows),
+             "amx generator: ", kernel_name(key), " is too large for 32-bit offsets");
+  // Float sums always live in the frame; y is loaded from there into acc(0, t).
+  plan_ = RegisterPlan{};
+  plan_.accumulators = kAmxBlockPanels;
+  plan_.float_sums_in_memory = true;
+  max_per_row_ = kAmxBlockPanels;
+  spill_displacement_ = kSums;
+
+  StackFrame frame(this, 1, 13, kFrameBytes, /*makeEpilog=*/false);
+  args_ = frame.p[0];
+  unit_ = frame.t[0];
+  row_ = frame.t[1];
+  bk_ = frame.t[2];
+  ak_ = frame.t[3];
+  kloop_ = frame.t[4];
+  gloop_ = frame.t[5];
+  sums_ = frame.t[6];
+  tmp_ = frame.t[7];
+  tmp2_ = frame.t[8];
+  out_ = frame.t[9];
+  rows_ = frame.t[10];
+  rowp_ = frame.t[11];
+  rows_left_ = frame.t[12];
+  spill_base_ = rowp_;
+
+  Label done;
+  emit_prologue(done);
+  emit_unit_blocks();
+  L(done);
+  vzeroupper();
+  frame.close();
+  emit_constants();
+  emit_tile_configs();
+  kernel_ = reinterpret_cast<GemmKernelFn>(const_cast<std::uint8_t*>(finalize()));
+}
+
+// R = ceil(M / blocks), blocks = ceil(M / 32); then the tile configuration for R, loaded
+// only when the thread's live one differs (sttilecfg stores 64 zero bytes when none is).
+void AmxGenerator::emit_prologue(const Label& done) {
+  mov(rax, ptr[args_ + offsetof(GemmCallArgs, m)]);
+  test(rax, rax);
+  jle(done, T_NEAR);
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, unit_end)]);
+  cmp(tmp_, ptr[args_ + offsetof(GemmCallArgs, unit_begin)]);
+  jle(done, T_NEAR);
+  lea(tmp_, ptr[rax + kAmxBlockRows - 1]);
+  shr(tmp_, 5);  // blocks
+  static_assert(kAmxBlockRows == 1 << 5);
+  mov(rows_, kAmxBlockRows);
+  Label shrink, found;
+  L(shrink);  // the smallest R with R * blocks >= M
+  lea(tmp2_, ptr[rows_ - 1]);
+  imul(tmp2_, tmp_);
+  cmp(tmp2_, rax);
+  jl(found, T_NEAR);
+  dec(rows_);
+  jmp(shrink, T_NEAR);
+  L(found);
+  sub(rax, rows_);
+  mov(ptr[rsp + kLastBlockRow], rax);
+
+  mark("tile configuration");
+  Label loaded;
+  sttilecfg(ptr[rsp + kLiveConfig]);
+  mov(tmp2_, rows_);
+  shl(tmp2_, 6);
+  lea(tmp_, ptr[rip + configs_]);
+  lea(tmp_, ptr[tmp_ + tmp2_ - kAmxConfigBytes]);  // config[R], R = 1..32
+  vmovdqu32(Zmm(0), zword[tmp_]);
+  vpcmpeqd(k1, Zmm(0), zword[rsp + kLiveConfig]);
+  kortestw(k1, k1);
+  jc(loaded, T_NEAR);  // all 16 dwords equal
+  ldtilecfg(ptr[tmp_]);
+  L(loaded);
+}
+
+void AmxGenerator::emit_unit_blocks() {
+  const int block_units = kAmxBlockPanels / panels_per_unit_;
+  Label loop, tail, done;
+  mov(unit_, ptr[args_ + offsetof(GemmCallArgs, unit_begin)]);
+  L(loop);
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, unit_end)]);
+  sub(tmp_, unit_);
+  jle(done, T_NEAR);
+  cmp(tmp_, block_units);
+  jl(tail, T_NEAR);
+  emit_row_blocks(block_units);
+  add(unit_, block_units);
+  jmp(loop, T_NEAR);
+  L(tail);
+  if (block_units > 1) emit_row_blocks(1);  // one panel left (never for SwiGLU pairs)
+  L(done);
+}
+
+void AmxGenerator::emit_row_blocks(int units) {
+  Label loop, start_ok, two_row_tiles, next, done;
+  mov(qword[rsp + kNextRow], 0);
+  L(loop);
+  mov(row_, ptr[rsp + kNextRow]);
+  cmp(row_, ptr[args_ + offsetof(GemmCallArgs, m)]);
+  jge(done, T_NEAR);
+  cmp(row_, ptr[rsp + kLastBlockRow]);
+  jle(start_ok, T_NEAR);
+  mov(row_, ptr[rsp + kLastBlockRow]);
+  L(start_ok);
+  cmp(rows_, kAmxTileRows);
+  jg(two_row_tiles, T_NEAR);
+  emit_block(1, units);
+  jmp(next, T_NEAR);
+  L(two_row_tiles);
+  emit_block(2, units);
+  L(next);
+  add(ptr[rsp + kNextRow], rows_);
+  jmp(loop, T_NEAR);
+  L(done);
+}
+
+void AmxGenerator::emit_block(int row_tiles, int units) {
+  const int panels = units * panels_per_unit_;
+  const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
+  const std::string block =
+      "tiles " + std::to_string(row_tiles) + "x" + std::to_string(panels) + ": ";
+  tile_rows_ = 1;
+  tile_per_row_ = panels;
+
+  // Stream pointers: B at this unit block, A and xsum at this row block.
+  imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
+  add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
+  imul(ak_, row_, static_cast<int>(a_stride_));
+  add(ak_, ptr[args_ + offsetof(GemmCallArgs, a)]);
+  imul(sums_, row_, static_cast<int>(groups_ * 4));
+  add(sums_, ptr[args_ + offsetof(GemmCallArgs, a_sums)]);
+  if (sums_out) {
+    // out = c + (row * groups * Np + unit * 16 * panels_per_unit) * 4
+    imul(out_, row_, static_cast<int>(groups_ * n_padded_ * 4));
+    add(out_, ptr[args_ + offsetof(GemmCallArgs, c)]);
+    imul(tmp_, unit_, 64 * panels_per_unit_);
+    add(out_, tmp_);
+  } else if (groups_ > 1) {
+    vpxord(Zmm(0), Zmm(0), Zmm(0));
+    for (int r = 0; r < row_tiles * kAmxTileRows; ++r)
+      for (int t = 0; t < panels; ++t) vmovups(zword[rsp + kSums + r * kRowBytes + t * 64], Zmm(0));
+  }
+  if (key_.bits == 4) vmovups(kNibbleMask, constant(kConstNibbleMask));
+
+  mark(block + "K loop");
+  const std::int64_t steps = key_.group / kAmxTileK;
+  Label group_loop, step_loop;
+  if (groups_ > 1) {
+    mov(gloop_, groups_);
+    L(group_loop);
+  }
+  for (int i = 0; i < row_tiles; ++i)
+    for (int j = 0; j < panels; ++j) tilezero(Tmm(amx_c_tile(i, j)));
+  mov(tmp_, a_stride_);       // A tile stride
+  mov(tmp2_, kAmxTileBytes);  // B tile stride
+  if (steps > 1) {
+    mov(kloop_, steps);
+    L(step_loop);
+  }
+  emit_k_step(row_tiles, panels);
+  if (steps > 1) {
+    dec(kloop_);
+    jnz(step_loop, T_NEAR);
+  }
+  mark(block + "group dequant");
+  emit_group_dequant(row_tiles, units);
+  if (groups_ > 1) {
+    dec(gloop_);
+    jnz(group_loop, T_NEAR);
+  }
+  if (!sums_out) {
+    mark(block + "epilogue");
+    emit_block_epilogue(units);
+  }
+}
+
+// One step of 64 k: B tiles from the packed rows (panel j at bk_ + j * panel_bytes), A tiles
+// from the xu rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products.
+// Tile memory operands are written base + stride * 1: the stride must be the SIB index.
+void AmxGenerator::emit_k_step(int row_tiles, int panels) {
+  for (int j = 0; j < panels; ++j) {
+    if (key_.bits == 8) {
+      tileloadd(Tmm(amx_b_tile(j)), ptr[bk_ + j * panel_bytes_ + tmp2_ * 1]);
+    } else {
+      emit_unpack_int4(j);
+      tileloadd(Tmm(amx_b_tile(j)), ptr[rsp + kUnpackedB + j * kUnpackedTileBytes + tmp2_ * 1]);
+    }
+  }
+  for (int i = 0; i < row_tiles; ++i)
+    tileloadd(Tmm(amx_a_tile(i)), ptr[ak_ + i * kAmxTileRows * a_stride_ + tmp_ * 1]);
+  for (int i = 0; i < row_tiles; ++i)
+    for (int j = 0; j < panels; ++j)
+      tdpbusd(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));
+  add(ak_, kAmxTileK);
+  add(bk_, static_cast<int>(kAmxTileK / k_per_row_ * kPackedRowBytes));
+}
+
+// int4 packed row q (64 bytes, 16 columns x 8 k) holds quads 2q (low nibbles) and 2q + 1
+// (high nibbles); as s8 B tile rows:
+//   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
+void AmxGenerator::emit_unpack_int4(int panel) {
+  const int rows = kAmxTileK / 8;
+  for (int q = 0; q < rows; ++q) {
+    vmovdqu32(kLowNibbles, zword[bk_ + panel * panel_bytes_ + q * kPackedRowBytes]);
+    vpsrlw(kHighNibbles, kLowNibbles, 4);
+    vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
+    vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
+    const int tile = kUnpackedB + panel * kUnpackedTileBytes;
+    vmovdqu32(zword[rsp + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
+    vmovdqu32(zword[rsp + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
+  }
+}
+
+// After a group's steps bk_ points at the group's trailer. The C tiles go to the stage,
+// then each of the R rows runs GemmGenerator's correction with its xsum at [sums_], its
+// group sums at [out_] and its float sums at [rowp_ + kSums].
+void AmxGenerator::emit_group_dequant(int row_tiles, int units) {
+  const int panels = units * panels_per_unit_;
+  const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
+  mov(rax, kRowBytes);
+  for (int i = 0; i < row_tiles; ++i)
+    for (int j = 0; j < panels; ++j)
+      tilestored(ptr[rsp + kStage + i * kAmxTileRows * kRowBytes + j * 64 + rax * 1],
+                 Tmm(amx_c_tile(i, j)));
+  Label row_loop;
+  mov(rowp_, rsp);
+  mov(rows_left_, rows_);
+  L(row_loop);
+  for (int t = 0; t < panels; ++t) vmovdqu32(acc(0, t), zword[rowp_ + kStage + t * 64]);
+  emit_group_correction_rows(1, units);
+  if (groups_ == 1 && !sums_out)
+    for (int t = 0; t < panels; ++t) vmovups(fsum_spill(0, t), acc(0, t));
+  add(rowp_, kRowBytes);
+  add(sums_, static_cast<int>(groups_ * 4));
+  if (sums_out) add(out_, static_cast<int>(groups_ * n_padded_ * 4));
+  dec(rows_left_);
+  jnz(row_loop, T_NEAR);
+  // Back to row 0, then on to the next group.
+  imul(tmp_, rows_, static_cast<int>(groups_ * 4));
+  sub(sums_, tmp_);
+  if (sums_out) {
+    imul(tmp_, rows_, static_cast<int>(groups_ * n_padded_ * 4));
+    sub(out_, tmp_);
+  }
+  add(bk_, static_cast<int>(trailer_bytes_));
+  add(sums_, 4);
+  if (sums_out) add(out_, static_cast<int>(n_padded_ * 4));
+}
+
+// Rows [next row, row_ + R) of the block, one at a time through GemmGenerator's epilogue.
+void AmxGenerator::emit_block_epilogue(int units) {
+  const int panels = units * panels_per_unit_;
+  Label row_loop;
+  mov(tmp_, ptr[rsp + kNextRow]);
+  sub(tmp_, row_);  // rows the block before already stored
+  mov(rows_left_, rows_);
+  sub(rows_left_, tmp_);
+  imul(rowp_, tmp_, kRowBytes);
+  add(rowp_, rsp);
+  mov(row_, ptr[rsp + kNextRow]);
+  L(row_loop);
+  for (int t = 0; t < panels; ++t) vmovups(acc(0, t), fsum_spill(0, t));
+  emit_epilogue_from_registers(1, units);
+  add(rowp_, kRowBytes);
+  inc(row_);
+  dec(rows_left_);
+  jnz(row_loop, T_NEAR);
+}
+
+// config[R - 1] for R = 1..32, after the constant table.
+void AmxGenerator::emit_tile_configs() {
+  align(64);
+  L(configs_);
+  for (int rows = 1; rows <= kAmxBlockRows; ++rows)
+    for (std::uint8_t byte : amx_tile_config(rows)) db(byte);
+}
+
+}  // namespace qforge

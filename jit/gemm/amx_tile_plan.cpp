@@ -1,0 +1,51 @@
+#include "jit/gemm/amx_tile_plan.h"
+
+#include <algorithm>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+
+Blocking amx_blocking(const GemmKey& key) {
+  return Blocking{kAmxBlockRows, kAmxBlockPanels / key.panels_per_unit(), 1, 0};
+}
+
+int amx_block_rows(std::int64_t m) {
+  if (m <= 0) return 0;
+  const std::int64_t blocks = (m + kAmxBlockRows - 1) / kAmxBlockRows;
+  return static_cast<int>((m + blocks - 1) / blocks);
+}
+
+AmxTileConfig amx_tile_config(int block_rows) {
+  QF_REQUIRE(block_rows >= 1 && block_rows <= kAmxBlockRows, "amx: block rows ", block_rows,
+             " outside 1..", kAmxBlockRows);
+  AmxTileConfig config{};
+  config[0] = kAmxPalette;
+  auto set = [&](int tile, int rows) {
+    config[16 + 2 * tile] = kAmxTileBytes;  // colsb, little-endian u16 (high byte 0)
+    config[48 + tile] = static_cast<std::uint8_t>(rows);
+  };
+  const int row_tiles = block_rows > kAmxTileRows ? 2 : 1;
+  for (int i = 0; i < row_tiles; ++i) {
+    const int rows = std::min(kAmxTileRows, block_rows - i * kAmxTileRows);
+    set(amx_a_tile(i), rows);
+    for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_c_tile(i, j), rows);
+  }
+  for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_b_tile(j), kAmxTileRows);
+  return config;
+}
+
+std::string describe_tile_config(const AmxTileConfig& config) {
+  std::string out = "palette " + std::to_string(config[0]);
+  for (int tile = 0; tile < 8; ++tile) {
+    const int colsb = config[16 + 2 * tile] | config[17 + 2 * tile] << 8;
+    const int rows = config[48 + tile];
+    const char* role = tile < 4 ? "C" : tile < 6 ? "A" : "B";
+    out += "; tmm" + std::to_string(tile) + " " + role + " ";
+    out += rows == 0 ? std::string("unused")
+                     : std::to_string(rows) + " rows x " + std::to_string(colsb) + " colsb";
+  }
+  return out;
+}
+
+}  // namespace qforge

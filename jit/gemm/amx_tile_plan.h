@@ -1,0 +1,62 @@
+// The AMX kernel's tile plan: which tmm holds what, how M is cut into row blocks, and
+// the 64-byte tile configurations (palette 1) the kernel loads.
+//
+//   one block = R rows (R <= 32) x 2 packed panels (32 output columns), K in steps of 64:
+//
+//                          B tmm6: panel 0        B tmm7: panel 1     16 quads x 64 bytes (s8)
+//   A tmm4: rows 0..15     C tmm0                 C tmm1              int32, 16 columns each
+//   A tmm5: rows 16..R-1   C tmm2                 C tmm3              (only when R > 16)
+//
+//   A rows are 64 bytes of xu (u8) at k .. k+63; B row q is packed row q of the step
+//   (16 columns x 4 k, the VNNI-4 order), so tdpbusd C[m][n] += sum_k xu[m][k] * w[n][k].
+//
+// M is cut into ceil(M / 32) blocks of R = ceil(M / blocks) rows. The last block starts at
+// M - R, overlapping the one before it by fewer than `blocks` rows (recomputed, not stored
+// again), so a single configuration, picked by R, serves every block of a call.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "jit/gemm/gemm_key.h"
+
+namespace qforge {
+
+inline constexpr int kAmxTileRows = 16;     // rows of a full tile
+inline constexpr int kAmxTileBytes = 64;    // bytes per tile row (colsb)
+inline constexpr int kAmxTileK = 64;        // k per tile step (one A row, 16 B rows)
+inline constexpr int kAmxBlockRows = 32;    // two row tiles
+inline constexpr int kAmxBlockPanels = 2;   // two column tiles
+inline constexpr int kAmxConfigBytes = 64;  // ldtilecfg / sttilecfg operand
+inline constexpr std::uint8_t kAmxPalette = 1;
+
+constexpr int amx_c_tile(int row_tile, int panel) {
+  return 2 * row_tile + panel;
+}
+constexpr int amx_a_tile(int row_tile) {
+  return 4 + row_tile;
+}
+constexpr int amx_b_tile(int panel) {
+  return 6 + panel;
+}
+
+// The AMX kernel's fixed blocking: 32 rows x 2 panels (2 units, or 1 SwiGLU pair), one
+// 64-k step per iteration.
+Blocking amx_blocking(const GemmKey& key);
+
+// Rows per block R for a call with M rows (1..32; 0 for M <= 0).
+int amx_block_rows(std::int64_t m);
+
+using AmxTileConfig = std::array<std::uint8_t, kAmxConfigBytes>;
+
+// The configuration for blocks of R rows (1..32):
+//   byte 0 palette, 16 + 2t colsb[t] (u16), 48 + t rows[t]; tiles a block does not use
+//   (row tile 1 when R <= 16) are left unconfigured (0 x 0).
+AmxTileConfig amx_tile_config(int block_rows);
+
+// "palette 1; tmm0 C 16 rows x 64 colsb; ...; tmm7 B 16 rows x 64 colsb" (unused tiles
+// say so).
+std::string describe_tile_config(const AmxTileConfig& config);
+
+}  // namespace qforge

@@ -1,0 +1,38 @@
+// The process-wide tuning table the call sites read (ops/linear's gemm_key_for):
+//
+//   install_tuning(db, threads)  ->  tuned_blocking(key) = db[key, threads] or nothing
+//
+// A process runs its layers with one thread count, so the table is installed for that
+// count. Install it before layers are built: their kernels are generated at load time
+// from the keys gemm_key_for returns then. Lookups are lock-free while nothing is
+// installed and take a shared lock otherwise.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+
+#include "jit/gemm/gemm_key.h"
+#include "jit/tune/tuning_db.h"
+
+namespace qforge {
+
+void install_tuning(TuningDb db, int threads);
+void clear_tuning();
+// Entries of the installed table (0 when none is installed).
+std::size_t installed_tuning_entries();
+
+// The tuned blocking for `key` (its own blocking is ignored) on `threads` threads, or
+// nothing when the installed table has no entry for it.
+std::optional<Blocking> tuned_blocking(const GemmKey& key, int threads);
+// The same for the thread count the table was installed for.
+std::optional<Blocking> tuned_blocking(const GemmKey& key);
+
+struct TunedCount {
+  std::size_t tuned = 0;  // distinct kernels with an entry
+  std::size_t total = 0;  // distinct kernels (blocking ignored)
+};
+// How many of a model's kernels (e.g. LlamaWeights::warmup_keys()) the table covers.
+TunedCount count_tuned(std::span<const GemmKey> keys);
+
+}  // namespace qforge

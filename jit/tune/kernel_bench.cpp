@@ -1,0 +1,145 @@
+#include "jit/tune/kernel_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "jit/cpu/cpu_info.h"
+#include "ops/quant/pack.h"
+
+namespace qforge {
+namespace {
+
+// Rotating copies span this many L3 sizes: CPUID's L3 is per CCX, and a guest's vCPUs may
+// sit on several, so twice the reported size can still be served from cache.
+constexpr double kRotationL3Multiple = 8;
+
+// QuantizedLinear::forward runs calls below this many operations on the caller alone.
+constexpr double kMinOpsPerThread = 1 << 20;
+
+// Values do not change a kernel's speed; a cheap generator keeps big shapes quick to set up.
+std::vector<float> pseudo_random(std::int64_t count, std::uint32_t seed, float scale) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  std::uint32_t s = seed * 2654435761u + 1;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(s >> 8) / float(1 << 24) * 2.f - 1.f);
+  }
+  return v;
+}
+
+bool same_layout(const PackedHeader& h, const GemmKey& shape) {
+  return h.n == shape.n && h.k == shape.k && h.k_padded == shape.k_padded &&
+         h.group == shape.group && h.bits == shape.bits && (h.asymmetric != 0) == shape.asymmetric;
+}
+
+// The scheme whose packed header matches the key: per-channel, else per-group g.
+QuantScheme scheme_for(const GemmKey& shape) {
+  QuantScheme scheme;
+  scheme.bits = shape.bits;
+  scheme.asymmetric = shape.asymmetric;
+  if (same_layout(make_packed_header(shape.n, shape.k, scheme, shape.epilogue.swiglu), shape))
+    return scheme;
+  scheme.granularity = Granularity::per_group;
+  scheme.group = static_cast<int>(shape.group);
+  QF_REQUIRE(
+      same_layout(make_packed_header(shape.n, shape.k, scheme, shape.epilogue.swiglu), shape),
+      "tune: no quantization scheme reproduces the layout of ", kernel_name(shape));
+  return scheme;
+}
+
+PackedWeights pack_for(const GemmKey& shape, int threads) {
+  const QuantScheme scheme = scheme_for(shape);
+  const auto w = pseudo_random(shape.n * shape.k, 1, 0.05f);
+  if (!shape.epilogue.swiglu) return pack_weights(w.data(), shape.n, shape.k, scheme, threads);
+  const auto up = pseudo_random(shape.n * shape.k, 2, 0.05f);
+  return pack_swiglu_pair(w.data(), up.data(), shape.n, shape.k, scheme, threads);
+}
+
+int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes) {
+  const std::int64_t smallest = *std::min_element(ms.begin(), ms.end());
+  if (smallest > 4) return 1;
+  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
+  return static_cast<int>(kRotationL3Multiple * l3 / double(bytes)) + 2;
+}
+
+}  // namespace
+
+SampleStats stats_of(std::vector<double> samples) {
+  if (samples.empty()) return {};
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  SampleStats s;
+  s.median_us = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  const double q1 = samples[n / 4], q3 = samples[(3 * n) / 4 < n ? (3 * n) / 4 : n - 1];
+  s.spread = s.median_us > 0 ? (q3 - q1) / s.median_us : 0;
+  return s;
+}
+
+KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool)
+    : shape_(shape), pool_(pool), ms_(ms.begin(), ms.end()) {
+  QF_REQUIRE(!ms_.empty(), "tune: no M values");
+  const PackedWeights packed = pack_for(shape, pool.size());
+  weight_bytes_ = packed.geometry.total_bytes;
+  copies_ = rotation_copies(ms_, weight_bytes_);
+  weights_.resize(static_cast<std::size_t>(weight_bytes_) * copies_);
+  for (int c = 0; c < copies_; ++c)
+    std::memcpy(weights_.data() + c * weight_bytes_, packed.data.data(), weight_bytes_);
+  bias_ = pseudo_random(shape.n, 3, 0.1f);
+  const std::int64_t columns = shape.units() * 16;
+  for (const std::int64_t m : ms_) {
+    Rows rows;
+    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
+    const auto x = pseudo_random(m * shape.k, 4, 1.f);
+    quantize_activations(x.data(), shape.k, rows.x);
+    rows.out.resize(static_cast<std::size_t>(m * columns * sizeof(float)));
+    std::memset(rows.out.data(), 0, rows.out.size());
+    if (shape.epilogue.residual) rows.residual = pseudo_random(m * columns, 5, 1.f);
+    rows_.push_back(std::move(rows));
+  }
+}
+
+void KernelBench::call(GemmKernelFn fn, std::size_t i) {
+  Rows& rows = rows_[i];
+  GemmCallArgs call;
+  call.a = rows.x.xu.data();
+  call.a_scale = rows.x.scale.data();
+  call.a_sums = rows.x.group_sums.data();
+  call.b = weights_.data() + std::int64_t{next_copy_} * weight_bytes_;
+  call.c = rows.out.data();
+  call.bias = shape_.epilogue.bias ? bias_.data() : nullptr;
+  call.residual = shape_.epilogue.residual ? rows.residual.data() : nullptr;
+  call.c_stride = shape_.n;
+  call.residual_stride = shape_.n;
+  call.m = ms_[i];
+  call.out_scale = 0.05f;
+  call.out_zero_point = 128.f;
+  next_copy_ = next_copy_ + 1 == copies_ ? 0 : next_copy_ + 1;
+  // The split of QuantizedLinear::forward: one thread for small calls, else units * t / T.
+  const std::int64_t units = shape_.units();
+  const double ops = 2.0 * double(ms_[i]) * double(shape_.n) * double(shape_.k);
+  const int threads = pool_.size();
+  if (ops < kMinOpsPerThread * 2 || threads == 1) {
+    call.unit_begin = 0;
+    call.unit_end = units;
+    fn(&call);
+    return;
+  }
+  pool_.run([&](int t) {
+    GemmCallArgs mine = call;
+    mine.unit_begin = units * t / threads;
+    mine.unit_end = units * (t + 1) / threads;
+    if (mine.unit_end > mine.unit_begin) fn(&mine);
+  });
+}
+
+double KernelBench::time_calls(GemmKernelFn fn, std::size_t i, int calls) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int c = 0; c < calls; ++c) call(fn, i);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return seconds * 1e6 / calls;
+}
+
+}  // namespace qforge

@@ -1,0 +1,63 @@
+// The operands of one kernel shape, set up once so every candidate blocking is timed on
+// the same data, the way the call site runs it:
+//
+//   weights   W copies of the packed matrix, back to back:  [copy 0][copy 1]...[copy W-1]
+//             W = 1 for M > 4 (GEMM reuses its weights from cache, as prefill does);
+//             for M <= 4 enough copies to span 8 x the reported L3, and every call reads the
+//             next one, so memory is measured, not cache
+//   per M     quantized activations, the output, bias / residual when the epilogue has them
+//   a call    split over the pool by output units as QuantizedLinear::forward splits it
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "jit/base/aligned_buffer.h"
+#include "jit/gemm/gemm_args.h"
+#include "jit/gemm/gemm_key.h"
+#include "ops/linear/thread_pool.h"
+#include "ops/quant/activation.h"
+
+namespace qforge {
+
+struct SampleStats {
+  double median_us = 0;
+  double spread = 0;  // (third quartile - first quartile) / median
+};
+SampleStats stats_of(std::vector<double> samples_us);
+
+class KernelBench {
+ public:
+  // Packs random weights for `shape` (throws qforge::Error when its header cannot be
+  // reproduced) and prepares operands for each of `ms`.
+  KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool);
+
+  std::span<const std::int64_t> ms() const { return ms_; }
+  std::int64_t weight_bytes() const { return weight_bytes_; }  // one copy
+  int copies() const { return copies_; }
+
+  // One call for ms()[i] rows on the next weight copy.
+  void call(GemmKernelFn fn, std::size_t i);
+  // Microseconds per call: `calls` back-to-back calls, timed together.
+  double time_calls(GemmKernelFn fn, std::size_t i, int calls);
+
+ private:
+  struct Rows {
+    QuantizedActivations x;
+    AlignedBuffer<std::uint8_t> out;
+    std::vector<float> residual;
+  };
+
+  GemmKey shape_;
+  ThreadPool& pool_;
+  std::vector<std::int64_t> ms_;
+  std::int64_t weight_bytes_ = 0;
+  int copies_ = 1;
+  int next_copy_ = 0;
+  AlignedBuffer<std::uint8_t> weights_;
+  std::vector<float> bias_;
+  std::vector<Rows> rows_;
+};
+
+}  // namespace qforge

@@ -1,0 +1,22 @@
+// The machine's own limits, measured in the process that reports against them (the
+// benchmarks, `qforge tune`), so kernel figures can be stated as ratios: streaming read
+// bandwidth and int8 dot-product peak.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace qforge {
+
+// GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
+// threads; cached per (threads, bytes).
+double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = std::size_t{1} << 30);
+// Peak u8 x s8 multiply-add throughput in GOPS (2 ops per multiply-add) with `threads`
+// threads, using the best dot-product instruction this CPU runs natively; each thread
+// runs `iterations` steps of 12 independent accumulators (cached per arguments).
+double dot_peak_gops(int threads, std::int64_t iterations = 20'000'000);
+// "vpdpbusd zmm", "vpdpbusd ymm (VEX)" or "vpmaddubsw+vpmaddwd ymm (AVX2)".
+std::string dot_peak_instruction();
+
+}  // namespace qforge

@@ -1,0 +1,147 @@
+#include "jit/tune/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <unordered_set>
+
+#include "jit/cpu/cpu_info.h"
+#include "jit/cpu/isa.h"
+#include "jit/gemm/register_budget.h"
+#include "jit/tune/blocking_search.h"
+#include "jit/tune/kernel_bench.h"
+#include "ops/linear/thread_pool.h"
+
+namespace qforge {
+namespace {
+
+struct Task {
+  GemmKey shape;  // bucket set, default blocking
+  std::vector<std::int64_t> ms;
+};
+
+// Distinct shapes x buckets, decode first (M = 1), then GEMM (M >= 5), then M = 2..4.
+std::vector<Task> plan_tasks(std::span<const GemmKey> keys, std::span<const std::int64_t> ms) {
+  std::vector<GemmKey> shapes;
+  std::unordered_set<TuningKey, TuningKeyHash> seen;
+  for (GemmKey key : keys) {
+    key.bucket = MBucket::one;
+    if (seen.insert(tuning_key_of(key, 1)).second) shapes.push_back(key);
+  }
+  std::vector<Task> tasks;
+  for (MBucket bucket : {MBucket::one, MBucket::large, MBucket::small}) {
+    std::vector<std::int64_t> in_bucket;
+    for (std::int64_t m : ms)
+      if (m >= 1 && bucket_of(m) == bucket &&
+          std::find(in_bucket.begin(), in_bucket.end(), m) == in_bucket.end())
+        in_bucket.push_back(m);
+    if (in_bucket.empty()) continue;
+    for (GemmKey shape : shapes) {
+      shape.bucket = bucket;
+      shape.blocking = default_blocking(shape);
+      tasks.push_back({shape, in_bucket});
+    }
+  }
+  return tasks;
+}
+
+double seconds_between(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The task's entry in the database and its rows in the report.
+void add_result(const Task& task, const SearchResult& found, std::int64_t weight_bytes,
+                const TunerOptions& options, TuningDb& db, TuneReport& report) {
+  TunedKernel entry;
+  entry.blocking = found.best;
+  entry.default_us = found.default_us.front();
+  entry.tuned_us = found.best_us.front();
+  db.set(tuning_key_of(task.shape, options.threads), entry);
+  ++report.tuned;
+  for (std::size_t i = 0; i < task.ms.size(); ++i) {
+    TunedMeasurement row;
+    row.key = task.shape;
+    row.key.blocking = found.best;
+    row.default_blocking = found.default_blocking;
+    row.m = task.ms[i];
+    row.default_us = found.default_us[i];
+    row.tuned_us = found.best_us[i];
+    row.noise = found.noise;
+    row.kept_default = found.kept_default;
+    row.weight_bytes = weight_bytes;
+    if (row.memory_bound() && options.limits.read_gbps > 0)
+      row.fraction = row.gbps(row.tuned_us) / options.limits.read_gbps;
+    if (!row.memory_bound() && options.limits.dot_gops > 0)
+      row.fraction = row.gops(row.tuned_us) / options.limits.dot_gops;
+    report.rows.push_back(row);
+  }
+}
+
+}  // namespace
+
+double TunedMeasurement::operations() const {
+  return 2.0 * double(m) * double(key.n) * key.panels_per_unit() * double(key.k);
+}
+
+TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions& options,
+                        TuningDb& db) {
+  const auto start = SteadyClock::now();
+  const auto end =
+      start + std::chrono::duration_cast<SteadyClock::duration>(
+                  std::chrono::duration<double>(std::max(0.0, options.budget_seconds)));
+  const std::vector<Task> tasks = plan_tasks(model_keys, options.ms);
+  TuneReport report;
+  report.tasks = tasks.size();
+  ThreadPool pool(std::max(1, options.threads));
+  const IsaMask native = hardware_isa_mask(cpu_info());
+
+  // Pass 1 gives every task an equal share of what is left; pass 2 gives the time small
+  // tasks did not use to those whose share ran out (big GEMMs).
+  std::vector<std::size_t> queue(tasks.size());
+  for (std::size_t t = 0; t < tasks.size(); ++t) queue[t] = t;
+  for (int pass = 0; pass < 2 && !queue.empty(); ++pass) {
+    std::vector<std::size_t> ran_out;
+    for (std::size_t q = 0; q < queue.size(); ++q) {
+      const std::size_t t = queue[q];
+      const Task& task = tasks[t];
+      const std::string name = kernel_name(task.shape);
+      const auto now = SteadyClock::now();
+      if (now >= end) {
+        ran_out.insert(ran_out.end(), queue.begin() + static_cast<long>(q), queue.end());
+        break;
+      }
+      if (!(native & isa_bit(task.shape.isa))) {
+        if (pass == 0)
+          report.notes.push_back(name + ": " + std::string(isa_name(task.shape.isa)) +
+                                 " is not native here (never tuned under emulation)");
+        continue;
+      }
+      // An equal share of what is left, set-up included.
+      const auto deadline = now + (end - now) / static_cast<long>(queue.size() - q);
+      auto progress = [&] {
+        if (!options.on_progress) return;
+        options.on_progress({t, tasks.size(), name, seconds_between(start, SteadyClock::now()),
+                             options.budget_seconds});
+      };
+      progress();
+      try {
+        KernelBench bench(task.shape, task.ms, pool);
+        const SearchResult found = search_blocking(task.shape, bench, deadline, progress);
+        if (!found.finished) {
+          ran_out.push_back(t);
+          continue;
+        }
+        add_result(task, found, bench.weight_bytes(), options, db, report);
+      } catch (const std::exception& e) {
+        report.notes.push_back(name + ": skipped (" + e.what() + ")");
+      }
+    }
+    queue = ran_out;
+  }
+  for (std::size_t t : queue)
+    report.notes.push_back(kernel_name(tasks[t].shape) + ": the budget ran out; default kept");
+  report.seconds = seconds_between(start, SteadyClock::now());
+  return report;
+}
+
+}  // namespace qforge

@@ -1,0 +1,157 @@
+// The qforge binary end to end: synth, bench and perplexity on the shipped models, their
+// machine-readable output, and their errors (non-zero exit, the file or option named).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/model_paths.h"
+#include "tests/support/run_command.h"
+
+namespace qforge {
+namespace {
+
+const std::string kQforge = QFORGE_BINARY;
+
+std::string stories() {
+  return test::model_path("stories260K/stories260K.gguf");
+}
+std::string eval_text() {
+  return std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_eval.txt";
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("qforge_cli_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+// The JSON objects among the output lines (stderr lines are not JSON).
+std::vector<nlohmann::json> json_lines(const std::string& output) {
+  std::vector<nlohmann::json> out;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.front() == '{') out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(Synth, WritesAModelThatRuns) {
+  const std::string path = temp_path("synth.gguf");
+  const auto made = test::run_command(
+      kQforge +
+      " synth --preset dim=64,hidden=128,layers=2,heads=4,kv-heads=2,vocab=300 --type q8_0 -o " +
+      path);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto ran = test::run_command(kQforge + " run -m " + path + " -p hello -n 4 --temp 0 -t 1");
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("native"), std::string::npos) << ran.output;  // Q8_0 kept as it is
+  std::filesystem::remove(path);
+}
+
+TEST(Synth, BadPresetFailsNamingIt) {
+  const std::string path = temp_path("bad.gguf");
+  const auto r = test::run_command(kQforge + " synth --preset dim=64,hidden=x -o " + path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--preset"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
+  const auto r = test::run_command(kQforge + " bench -m " + stories() +
+                                   " --quant f32,int8,int4-g32 -p 16 -n 4 -r 2 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 3u) << r.output;
+  for (const auto& j : records) {
+    for (const char* field :
+         {"model", "quant", "isa", "threads", "n_prompt", "n_gen", "prefill_tok_s", "decode_tok_s",
+          "samples", "load_ms", "pack_ms", "jit_ms", "kernels", "weight_bytes", "peak_rss_bytes",
+          "read_gbps", "bw_ratio"})
+      EXPECT_TRUE(j.contains(field)) << field << " missing in " << j.dump();
+    EXPECT_EQ(j["n_prompt"], 16);
+    EXPECT_EQ(j["samples"]["decode_tok_s"].size(), 2u);
+    EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+    EXPECT_GT(j["prefill_tok_s"].get<double>(), 0);
+    EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
+  }
+  EXPECT_EQ(records[0]["quant"], "f32");
+  EXPECT_EQ(records[0]["kernels"], 0);
+  EXPECT_GT(records[1]["kernels"].get<int>(), 0);
+  // int8 holds a quarter of f32's linear weights (plus scales); int4 less again.
+  EXPECT_LT(records[1]["weight_bytes"].get<double>(),
+            0.35 * records[0]["weight_bytes"].get<double>());
+  EXPECT_LT(records[2]["weight_bytes"], records[1]["weight_bytes"]);
+}
+
+TEST(Bench, TableReportsPerplexityAndSpeedUpOverF32) {
+  const auto r = test::run_command(kQforge + " bench -m " + stories() +
+                                   " --quant f32,int8 -p 8 -n 4 -r 1 -t 1 -f " + eval_text());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| int8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PPL"), std::string::npos);
+  EXPECT_NE(r.output.find("vs f32"), std::string::npos);
+  EXPECT_NE(r.output.find("1.00x"), std::string::npos);  // the f32 row against itself
+  EXPECT_NE(r.output.find("read bandwidth"), std::string::npos);
+}
+
+TEST(Bench, RejectsAPromptBeyondTheContext) {
+  const auto r =
+      test::run_command(kQforge + " bench -m " + stories() + " -p 100000 -n 4 -r 1 -t 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("context"), std::string::npos) << r.output;
+}
+
+TEST(Perplexity, Int8StaysWithinOnePercentOfF32) {
+  const auto r = test::run_command(kQforge + " perplexity -m " + stories() + " -f " + eval_text() +
+                                   " --quant int8 --ctx 256 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 1u) << r.output;
+  const auto& j = records[0];
+  EXPECT_LT(std::abs(j["perplexity_change"].get<double>()), 0.01) << j.dump();
+  EXPECT_GT(j["top1_agreement"].get<double>(), 0.95);
+  EXPECT_GT(j["mean_kld"].get<double>(), 0.0);
+  EXPECT_LT(j["mean_kld"].get<double>(), 0.01);
+  EXPECT_GT(j["scored_tokens"].get<int>(), 1000);
+}
+
+TEST(Perplexity, MissingTextFailsNamingTheFile) {
+  const auto r =
+      test::run_command(kQforge + " perplexity -m " + stories() + " -f /nonexistent.txt");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("/nonexistent.txt"), std::string::npos) << r.output;
+}
+
+TEST(DumpAsm, ListsAModelsKernelsAndDumpsOneLayer) {
+  const auto list = test::run_command(kQforge + " dump-asm -m " + stories() + " --quant int8 -t 1");
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  // stories260K: qkv, wo, gate/up, down and the classifier; five blocks share each shape.
+  EXPECT_NE(list.output.find("5 distinct kernels for M = 1"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("blk.*.ffn_down"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("output"), std::string::npos);
+  const auto one = test::run_command(kQforge + " dump-asm -m " + stories() +
+                                     " --quant int4-g32 --layer blk.2.ffn_gate_up --m 64 -t 1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("; kernel     gemm_u8s8_"), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("K loop"), std::string::npos);
+  EXPECT_NE(one.output.find("swiglu"), std::string::npos);
+  const auto bad = test::run_command(kQforge + " dump-asm -m " + stories() + " --layer blk.99.x");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--layer 'blk.99.x'"), std::string::npos) << bad.output;
+}
+
+TEST(Run, UnknownPrecisionFailsNamingTheOption) {
+  const auto r = test::run_command(kQforge + " run -m " + stories() + " --quant int5 -n 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--quant"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace qforge

@@ -1,0 +1,98 @@
+// End to end through the CLI: `qforge run` with the AMX kernels (QFORGE_AMX=emulate on a
+// CPU without AMX, natively otherwise) prints the same greedy tokens as the zmm kernels.
+// A prompt of at least 16 tokens makes the prefill run on AMX; decode stays on zmm.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "jit/cpu/isa.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/run_command.h"
+
+namespace qforge::test {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string text;   // stdout: the generated text
+  std::string stats;  // stderr
+};
+
+bool amx_native() {
+  return (hardware_isa_mask(cpu_info()) & isa_bit(Isa::amx)) != 0;
+}
+
+// QFORGE_AMX=emulate where AMX is missing: AMX, and the AVX-512 it needs, run emulated;
+// with `max_isa` avx512-vnni that is the zmm path under the same emulator.
+RunResult qforge_run(const std::string& prompt, const std::string& max_isa,
+                     const std::string& amx_mode = "emulate") {
+  const std::filesystem::path stderr_file =
+      std::filesystem::temp_directory_path() / ("qforge_amx_run_" + std::to_string(getpid()));
+  const std::string environment = amx_native() ? "" : "QFORGE_AMX=" + amx_mode + " ";
+  const std::string command = "( " + environment + QFORGE_BINARY + " run -m " +
+                              model_path("stories260K/stories260K.gguf") +
+                              " --quant int8 --max-isa " + max_isa + " -p '" + prompt +
+                              "' -n 64 --temp 0 -t 2 2>" + stderr_file.string() + " )";
+  const CommandResult r = run_command(command);
+  RunResult out{r.exit_code, r.output, ""};
+  std::ifstream errors(stderr_file);
+  std::ostringstream text;
+  text << errors.rdbuf();
+  out.stats = text.str();
+  std::filesystem::remove(stderr_file);
+  return out;
+}
+
+// "JIT 1.2 ms (N kernels)" from the load line.
+int kernel_count(const std::string& stats) {
+  std::smatch match;
+  if (!std::regex_search(stats, match, std::regex(R"(\((\d+) kernels\))"))) return -1;
+  return std::stoi(match[1]);
+}
+
+void expect_same_tokens_as_zmm(const std::string& prompt) {
+  const RunResult amx = qforge_run(prompt, "amx");
+  ASSERT_EQ(amx.exit_code, 0) << amx.text << amx.stats;
+  const RunResult zmm = qforge_run(prompt, "avx512-vnni");
+  ASSERT_EQ(zmm.exit_code, 0) << zmm.text << zmm.stats;
+  EXPECT_GT(amx.text.size(), prompt.size() + 100) << amx.text;
+  EXPECT_EQ(amx.text, zmm.text);
+  EXPECT_NE(amx.stats.find("amx kernels"), std::string::npos) << amx.stats;
+  EXPECT_NE(zmm.stats.find("avx512-vnni kernels"), std::string::npos) << zmm.stats;
+  if (!amx_native()) {
+    EXPECT_NE(amx.stats.find("QFORGE_AMX=emulate"), std::string::npos) << amx.stats;
+  }
+  // The AMX kernels were generated beside the zmm ones.
+  EXPECT_GT(kernel_count(amx.stats), kernel_count(zmm.stats)) << amx.stats << zmm.stats;
+}
+
+// The issue's command: a 5-token prompt, so prefill and decode both stay below the AMX
+// threshold; the tokens must not change.
+TEST(AmxRun, ShortPromptSameTokensAsZmm) {
+  expect_same_tokens_as_zmm("Once upon a time");
+}
+
+// 20+ prompt tokens: the prefill runs on AMX tiles.
+TEST(AmxRun, LongPromptPrefillsOnAmxWithTheSameTokens) {
+  expect_same_tokens_as_zmm(
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+      "the park with her friends");
+}
+
+TEST(AmxRun, UnknownModeIsAnErrorNamingTheVariable) {
+  if (amx_native()) GTEST_SKIP() << "the variable is only read where AMX is emulated";
+  const RunResult r = qforge_run("Once", "amx", "sometimes");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stats.find("QFORGE_AMX: 'sometimes' is not one of off|emulate"), std::string::npos)
+      << r.stats;
+}
+
+}  // namespace
+}  // namespace qforge::test

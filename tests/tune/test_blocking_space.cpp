@@ -1,0 +1,132 @@
+// The search space and the CPU signature: the space proposes exactly the blockings that fit
+// the register budget (never one that does not), the default first; the signature names
+// everything it depends on, in characters a file name can hold.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "jit/gemm/blocking_space.h"
+#include "jit/gemm/register_budget.h"
+#include "jit/tune/cpu_signature.h"
+
+namespace qforge {
+namespace {
+
+std::vector<GemmKey> every_kind_of_key() {
+  std::vector<GemmKey> keys;
+  for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
+    for (int bits : {8, 4})
+      for (std::int64_t group : {64, 1024})  // several groups | one group
+        for (bool swiglu : {false, true})
+          for (MBucket bucket : {MBucket::one, MBucket::small, MBucket::large}) {
+            GemmKey key;
+            key.isa = isa;
+            key.n = 1000;
+            key.k = 1024;
+            key.k_padded = 1024;
+            key.group = group;
+            key.bits = bits;
+            key.asymmetric = bits == 4;
+            key.epilogue.swiglu = swiglu;
+            key.epilogue.residual = !swiglu;
+            key.bucket = bucket;
+            keys.push_back(key);
+          }
+  return keys;
+}
+
+TEST(BlockingSpace, ProposesExactlyTheBlockingsThatFitDefaultFirst) {
+  int rejected = 0;
+  for (const GemmKey& key : every_kind_of_key()) {
+    const std::vector<Blocking> candidates = blocking_candidates(key);
+    ASSERT_FALSE(candidates.empty()) << kernel_name(key);
+    EXPECT_EQ(candidates.front(), default_blocking(key)) << kernel_name(key);
+    std::set<std::tuple<int, int, int, int>> proposed;
+    for (const Blocking& b : candidates) {
+      EXPECT_TRUE(fits(key, b)) << kernel_name(key) << " " << b.mr << "x" << b.nr;
+      EXPECT_LE(b.mr, max_tile_rows(key.bucket));
+      EXPECT_TRUE(proposed.insert(b.fields()).second) << "duplicate " << b.mr << "x" << b.nr;
+    }
+    // Against brute force over a wider grid: every fitting blocking of the space is there,
+    // and nothing else.
+    for (int mr = 1; mr <= 10; ++mr)
+      for (int nr = 1; nr <= 10; ++nr)
+        for (int unroll : {1, 2, 3, 4, 8})
+          for (int prefetch : {0, 256, 512, 1024, 2048}) {
+            const Blocking b{mr, nr, unroll, prefetch};
+            const bool in_space = mr <= max_tile_rows(key.bucket) && nr <= kMaxTileUnits &&
+                                  std::find(kUnrollChoices.begin(), kUnrollChoices.end(), unroll) !=
+                                      kUnrollChoices.end() &&
+                                  std::find(kPrefetchChoices.begin(), kPrefetchChoices.end(),
+                                            prefetch) != kPrefetchChoices.end();
+            const bool want = in_space && fits(key, b);
+            EXPECT_EQ(proposed.count(b.fields()) == 1, want)
+                << kernel_name(key) << " " << mr << "x" << nr << "u" << unroll << "p" << prefetch;
+            rejected += in_space && !fits(key, b);
+          }
+  }
+  EXPECT_GT(rejected, 1000);  // the register budget really cut the space
+}
+
+TEST(BlockingSpace, ZmmKeysHaveWiderTilesThanYmm) {
+  GemmKey key = every_kind_of_key().front();
+  key.bucket = MBucket::large;
+  auto widest = [&](Isa isa) {
+    key.isa = isa;
+    int units = 0;
+    for (const Blocking& b : blocking_candidates(key)) units = std::max(units, b.mr * b.nr);
+    return units;
+  };
+  EXPECT_GT(widest(Isa::avx512_vnni), widest(Isa::avx2));
+}
+
+CpuInfo sample_cpu() {
+  CpuInfo cpu;
+  cpu.vendor = "AuthenticAMD";
+  cpu.family = 25;
+  cpu.model = 1;
+  cpu.stepping = 1;
+  cpu.isa.avx2 = cpu.isa.fma = cpu.isa.f16c = cpu.isa.os_ymm = true;
+  cpu.cores = 2;
+  cpu.l2_bytes = 512 * 1024;
+  return cpu;
+}
+
+TEST(CpuSignature, NamesVendorModelIsasCoresAndL2) {
+  EXPECT_EQ(cpu_signature(sample_cpu()), "AuthenticAMD-25-1-1_avx2_c2_l2-512k");
+  CpuInfo big = sample_cpu();
+  big.vendor = "Genuine Intel/\x01";
+  big.isa.avx512f = big.isa.avx512bw = big.isa.avx512vl = big.isa.avx512dq = true;
+  big.isa.avx512_vnni = big.isa.avx_vnni = true;
+  big.l2_bytes = 2u << 20;
+  big.cores = 56;
+  EXPECT_EQ(cpu_signature(big), "Genuine_Intel__-25-1-1_avx2.avx-vnni.avx512-vnni_c56_l2-2m");
+}
+
+TEST(CpuSignature, EveryFieldChangesIt) {
+  const std::string base = cpu_signature(sample_cpu());
+  std::vector<CpuInfo> changed(6, sample_cpu());
+  changed[0].vendor = "GenuineIntel";
+  changed[1].family = 6;
+  changed[2].model = 2;
+  changed[3].stepping = 2;
+  changed[4].cores = 4;
+  changed[5].l2_bytes = 1 << 20;
+  std::set<std::string> all = {base};
+  for (const CpuInfo& cpu : changed) all.insert(cpu_signature(cpu));
+  EXPECT_EQ(all.size(), changed.size() + 1);
+}
+
+TEST(CpuSignature, ThisMachinesIsFileNameSafe) {
+  const std::string s = cpu_signature();
+  ASSERT_FALSE(s.empty());
+  for (char c : s)
+    EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')
+        << s;
+  EXPECT_EQ(default_tuning_path(s).filename(), s + ".json");
+}
+
+}  // namespace
+}  // namespace qforge

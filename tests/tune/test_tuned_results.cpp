@@ -1,0 +1,143 @@
+// Tuning changes speed only: a layer gives the same bytes under every blocking of the
+// search space, and a whole model gives the same logits with and without a tuning table
+// (one that moves every kernel off its default blocking).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "jit/gemm/blocking_space.h"
+#include "jit/gemm/register_budget.h"
+#include "jit/tune/active_tuning.h"
+#include "jit/tune/cpu_signature.h"
+#include "model/llama_executor.h"
+#include "model/model_loader.h"
+#include "ops/linear/quantized_linear.h"
+#include "tests/support/model_paths.h"
+#include "tests/support/random_data.h"
+
+namespace qforge {
+namespace {
+
+// Installs, for a run on `threads` threads, a table holding `blocking` for `key` as
+// measured on `entry_threads` threads.
+void install_one(const GemmKey& key, const Blocking& blocking, int threads, int entry_threads) {
+  TuningDb db(cpu_signature());
+  TunedKernel tuned;
+  tuned.blocking = blocking;
+  db.set(tuning_key_of(key, entry_threads), tuned);
+  install_tuning(std::move(db), threads);
+}
+
+struct LayerCase {
+  const char* scheme;
+  Epilogue epilogue;
+  std::int64_t m;
+};
+
+TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
+  const std::int64_t n = 200, k = 320;
+  int compared = 0;
+  for (const LayerCase& c :
+       {LayerCase{"int8", {}, 1}, LayerCase{"int4-g64-asym", {}, 3},
+        LayerCase{"int8-g32", {.residual = true}, 9}, LayerCase{"int4-g32", {.swiglu = true}, 1},
+        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 6}})
+    for (int threads : {1, 2}) {
+      clear_tuning();
+      const QuantScheme scheme = parse_quant_scheme(c.scheme);
+      const auto w = test::random_floats(2 * n * k, 11, 0.05f);
+      PackedWeights packed = c.epilogue.swiglu
+                                 ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
+                                 : pack_weights(w.data(), n, k, scheme, 1);
+      const QuantizedLinear layer(std::move(packed), c.epilogue);
+      const auto x = test::random_floats(c.m * k, 12, 1.f);
+      const auto bias = test::random_floats(n, 13, 0.5f);
+      const auto residual = test::random_floats(c.m * n, 14, 1.f);
+      EpilogueArgs args;
+      args.bias = c.epilogue.bias ? bias.data() : nullptr;
+      args.residual = c.epilogue.residual ? residual.data() : nullptr;
+      args.ld_residual = n;
+      args.out_scale = 0.02f;
+      args.out_zero_point = 128;
+      ThreadPool pool(threads);
+      auto run = [&] {
+        std::vector<float> y(c.m * n, -3.f);
+        QuantizedActivations scratch;
+        layer.forward(x.data(), c.m, k, scratch, args, y.data(), n, pool);
+        return y;
+      };
+      const GemmKey key = layer.key_for(c.m);
+      const Blocking original = key.blocking;
+      ASSERT_EQ(original, default_blocking(key));
+      const std::vector<float> want = run();
+      const std::vector<Blocking> space = blocking_candidates(key);
+      ASSERT_GT(space.size(), 4u) << kernel_name(key);
+      for (const Blocking& b : space) {
+        install_one(key, b, threads, threads);
+        ASSERT_EQ(layer.key_for(c.m).blocking, b);  // the table really is in use
+        const std::vector<float> got = run();
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << kernel_name(layer.key_for(c.m)) << " threads " << threads;
+        ++compared;
+      }
+      // A table for another thread count is not used.
+      install_one(key, space.back(), threads, threads + 1);
+      EXPECT_EQ(layer.key_for(c.m).blocking, original);
+    }
+  clear_tuning();
+  EXPECT_GT(compared, 50);
+}
+
+// Every kernel of the model moved to the last (most different) blocking of its space.
+TuningDb everything_off_default(const std::vector<GemmKey>& keys, int threads) {
+  TuningDb db(cpu_signature());
+  for (const GemmKey& key : keys) {
+    const std::vector<Blocking> space = blocking_candidates(key);
+    TunedKernel tuned;
+    tuned.blocking = space.back();
+    db.set(tuning_key_of(key, threads), tuned);
+  }
+  return db;
+}
+
+std::vector<float> logits(const std::string& path, const std::string& quant, int threads) {
+  LoadedModel model = load_model(path, parse_precision(quant), "", threads);
+  ThreadPool pool(threads);
+  LlamaExecutor executor(model.weights, pool, 16);
+  const std::vector<int> prompt = {1, 403, 407, 261, 378, 11, 7};
+  std::vector<float> out;
+  const auto prefill = executor.forward(prompt, 0, /*all_logits=*/true);
+  out.assign(prefill.begin(), prefill.end());
+  const int next[] = {42};
+  const auto decode = executor.forward(next, static_cast<int>(prompt.size()));
+  out.insert(out.end(), decode.begin(), decode.end());
+  return out;
+}
+
+TEST(TunedResults, ModelLogitsAreIdenticalWithAndWithoutTuning) {
+  const std::string path = test::model_path("stories260K/stories260K.gguf");
+  for (const char* quant : {"int8", "int4-g32"})
+    for (int threads : {1, 2}) {
+      clear_tuning();
+      const std::vector<float> want = logits(path, quant, threads);
+      std::vector<GemmKey> keys;
+      {
+        const LoadedModel model = load_model(path, parse_precision(quant), "", threads);
+        keys = model.weights.warmup_keys();
+      }
+      install_tuning(everything_off_default(keys, threads), threads);
+      const TunedCount count = count_tuned(keys);
+      EXPECT_EQ(count.tuned, count.total);
+      int moved = 0;
+      for (const GemmKey& key : keys) moved += !(tuned_blocking(key) == default_blocking(key));
+      EXPECT_GT(moved, 0);
+      const std::vector<float> got = logits(path, quant, threads);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << quant << " threads " << threads;
+    }
+  clear_tuning();
+}
+
+}  // namespace
+}  // namespace qforge
