@@ -9,10 +9,10 @@
 //   bw_ratio    GBps / this machine's streaming read bandwidth (same thread count)
 //   peak_ratio  GOPS / this machine's int8 dot-product peak (same thread count)
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
-// For M <= 4 both rotate through enough weight copies to exceed twice the L3 size, so
-// memory, not cache, is measured. oneDNN has no int4 matmul: int4 cases are compared
-// with oneDNN's int8 on the same shape. BM_LinearAmx puts the AMX kernel beside the zmm
-// one over M (skipped, with the reason, where AMX does not run natively).
+// For M <= 4 both rotate through enough weight copies to exceed 8x the reported L3 size
+// (kColdWeightsL3Multiple), so memory, not cache, is measured. oneDNN has no int4 matmul: int4
+// cases are compared with oneDNN's int8 on the same shape. BM_LinearAmx puts the AMX kernel beside
+// the zmm one over M (skipped, with the reason, where AMX does not run natively).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -48,7 +48,7 @@ double median(std::vector<double> v) {
 int rotation_copies(std::int64_t m, std::int64_t bytes) {
   if (m > 4) return 1;
   const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(2 * l3 / double(bytes)) + 2;
+  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
 }
 
 PackedWeights copy_of(const PackedWeights& p) {

@@ -1,5 +1,7 @@
 #include "jit/tune/kernel_bench.h"
 
+#include "jit/tune/machine_limits.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -10,10 +12,6 @@
 
 namespace qforge {
 namespace {
-
-// Rotating copies span this many L3 sizes: CPUID's L3 is per CCX, and a guest's vCPUs may
-// sit on several, so twice the reported size can still be served from cache.
-constexpr double kRotationL3Multiple = 8;
 
 // QuantizedLinear::forward runs calls below this many operations on the caller alone.
 constexpr double kMinOpsPerThread = 1 << 20;
@@ -61,7 +59,7 @@ int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes) {
   const std::int64_t smallest = *std::min_element(ms.begin(), ms.end());
   if (smallest > 4) return 1;
   const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(kRotationL3Multiple * l3 / double(bytes)) + 2;
+  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
 }
 
 }  // namespace

@@ -9,6 +9,11 @@
 
 namespace qforge {
 
+// Weight copies a decode benchmark rotates through span this many L3 sizes: CPUID's L3 is
+// per CCX, and a guest's vCPUs may sit on several, so twice the reported size can still be
+// served from cache (measured: 2x gave M = 1 times 2.5-4.6x too fast on a KVM EPYC guest).
+inline constexpr double kColdWeightsL3Multiple = 8;
+
 // GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
 // threads; cached per (threads, bytes).
 double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = std::size_t{1} << 30);
