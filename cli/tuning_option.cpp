@@ -1,12 +1,15 @@
 #include "cli/tuning_option.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include "jit/tune/active_tuning.h"
 #include "jit/tune/cpu_signature.h"
 #include "jit/tune/tuning_db.h"
+#include "ops/linear/quantized_linear.h"
 
 namespace qforge::cli {
 
@@ -20,6 +23,7 @@ void add_tuning_options(CLI::App* command, TuningOptions& options) {
 
 TuningStatus apply_tuning(const TuningOptions& options, int threads) {
   clear_tuning();
+  set_amx_min_rows(kDefaultAmxMinRows);
   TuningStatus status;
   if (options.disabled) return status;
   status.path = options.file.empty() ? default_tuning_path().string() : options.file;
@@ -35,6 +39,16 @@ TuningStatus apply_tuning(const TuningOptions& options, int threads) {
                        " tuning entries ignored; first: " + loaded.warnings.front();
     status.entries = loaded.db->size();
     status.active = true;
+    // The AMX threshold is one number per process: the largest M any tuned shape needed
+    // before AMX beat zmm, so AMX runs only where it won for every shape measured.
+    std::optional<int> amx_min_m;
+    for (const auto& [key, tuned] : loaded.db->entries())
+      if (key.threads == threads && tuned.amx_min_m)
+        amx_min_m = std::max(amx_min_m.value_or(1), *tuned.amx_min_m);
+    if (amx_min_m) {
+      set_amx_min_rows(*amx_min_m);
+      status.amx_min_m = *amx_min_m;
+    }
     install_tuning(std::move(*loaded.db), threads);
   }
   if (!status.warning.empty()) std::fprintf(stderr, "%s\n", status.warning.c_str());

@@ -31,6 +31,7 @@ struct TuningStatus {
   std::string path;         // the database read or looked for ("" with --no-tuning)
   std::size_t entries = 0;  // entries in it (all thread counts)
   std::string warning;      // the line printed on stderr, if one was
+  int amx_min_m = 0;        // the AMX row threshold the database set (0: the default)
 };
 
 // Call before the model is loaded (kernels are generated at load time).

@@ -65,17 +65,7 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
   spill_displacement_ = kSums;
 
   StackFrame frame(this, 1, 13, kFrameBytes, /*makeEpilog=*/false);
-  args_ = frame.p[0];
-  unit_ = frame.t[0];
-  row_ = frame.t[1];
-  bk_ = frame.t[2];
-  ak_ = frame.t[3];
-  kloop_ = frame.t[4];
-  gloop_ = frame.t[5];
-  sums_ = frame.t[6];
-  tmp_ = frame.t[7];
-  tmp2_ = frame.t[8];
-  out_ = frame.t[9];
+  bind_frame_registers(frame);
   rows_ = frame.t[10];
   rowp_ = frame.t[11];
   rows_left_ = frame.t[12];

@@ -28,17 +28,7 @@ GemmGenerator::GemmGenerator(const GemmKey& key)
   const int spill_bytes =
       plan_.float_sums_in_memory ? key.blocking.mr * max_per_row_ * vector_bytes_ : 0;
   StackFrame frame(this, 1, 10, spill_bytes, /*makeEpilog=*/false);
-  args_ = frame.p[0];
-  unit_ = frame.t[0];
-  row_ = frame.t[1];
-  bk_ = frame.t[2];
-  ak_ = frame.t[3];
-  kloop_ = frame.t[4];
-  gloop_ = frame.t[5];
-  sums_ = frame.t[6];
-  tmp_ = frame.t[7];
-  tmp2_ = frame.t[8];
-  out_ = frame.t[9];
+  bind_frame_registers(frame);
 
   emit_unit_loop();
   vzeroupper();
@@ -132,6 +122,20 @@ void GemmGenerator::zero(const Xmm& x) {
 }
 
 // ---- loops ------------------------------------------------------------------------
+
+void GemmGenerator::bind_frame_registers(const Xbyak::util::StackFrame& frame) {
+  args_ = frame.p[0];
+  unit_ = frame.t[0];
+  row_ = frame.t[1];
+  bk_ = frame.t[2];
+  ak_ = frame.t[3];
+  kloop_ = frame.t[4];
+  gloop_ = frame.t[5];
+  sums_ = frame.t[6];
+  tmp_ = frame.t[7];
+  tmp2_ = frame.t[8];
+  out_ = frame.t[9];
+}
 
 void GemmGenerator::emit_unit_loop() {
   const int nr = key_.blocking.nr;

@@ -102,6 +102,8 @@ class GemmGenerator : public JitGenerator {
   int spill_displacement_ = 0;
 
   Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
+  // Names the frame's argument and first 10 temporaries as the registers above.
+  void bind_frame_registers(const Xbyak::util::StackFrame& frame);
   Xbyak::Label constants_;
   GemmKernelFn kernel_ = nullptr;
 };

@@ -37,30 +37,6 @@ const char* const kSchemes[] = {"int8",        "int4-g64-asym", "int8-g128-asym"
                                 "int8-g64",    "int4-asym",     "int8-g256-asym", "int4-g128",
                                 "int8-tensor", "int4-g64",      "int8-asym",      "int4-g128-asym"};
 
-// Every epilogue, and combinations. (SwiGLU + residual in f32 is left out: the residual
-// can cancel silu(gate) * up, whose expf differs from std::exp in the last bits, so a
-// relative tolerance on the sum does not hold; the zmm kernels share that epilogue code.)
-Epilogue epilogue_number(int i) {
-  switch (i % 8) {
-    case 0:
-      return Epilogue{};
-    case 1:
-      return Epilogue{true, false, false, OutputKind::f32};
-    case 2:
-      return Epilogue{false, false, true, OutputKind::f32};
-    case 3:
-      return Epilogue{false, true, false, OutputKind::f32};
-    case 4:
-      return Epilogue{false, false, false, OutputKind::u8};
-    case 5:
-      return Epilogue{false, false, false, OutputKind::group_sums};
-    case 6:
-      return Epilogue{true, false, true, OutputKind::f32};
-    default:
-      return Epilogue{false, true, false, OutputKind::u8};
-  }
-}
-
 void expect_kernel_matches(const test::KernelCase& c) {
   EXPECT_EQ(test::check_kernel(c), "") << test::describe(c);
 }
@@ -80,7 +56,7 @@ TEST(AmxKernels, EveryRowCountUpTo40And128) {
       c.n = columns[i % std::size(columns)];
       c.scheme = parse_quant_scheme(kSchemes[i % std::size(kSchemes)]);
       c.k = c.scheme.group > 0 ? 3 * c.scheme.group - 20 : 200 + 4 * (i % 5);  // K tails
-      c.epilogue = epilogue_number(i);
+      c.epilogue = test::epilogue_number(i);
       c.seed = 7 * m + variant;
       c.unit_splits = 1 + i % 2;
       expect_kernel_matches(c);
@@ -100,7 +76,7 @@ TEST(AmxKernels, EveryGroupSchemeAndEpilogue) {
       c.n = i % 3 ? 40 : 17;  // a lone last panel, a masked tail
       c.scheme = parse_quant_scheme(scheme);
       c.k = c.scheme.group > 0 ? 2 * c.scheme.group + 4 * (1 + i % 3) : 252;  // K tails
-      c.epilogue = epilogue_number(e);
+      c.epilogue = test::epilogue_number(e);
       c.seed = 100 + i;
       expect_kernel_matches(c);
       ++i;

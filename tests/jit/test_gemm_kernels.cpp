@@ -32,23 +32,6 @@ const char* const kSchemes[] = {"int8",      "int8-asym",      "int4-g32",   "in
                                 "int8-g64",  "int8-g128-asym", "int4-g128",  "int4-asym",
                                 "int4-g256", "int8-g36",       "int8-tensor"};
 
-Epilogue epilogue_number(int i) {
-  switch (i % 6) {
-    case 0:
-      return Epilogue{};
-    case 1:
-      return Epilogue{true, false, false, OutputKind::f32};
-    case 2:
-      return Epilogue{false, false, true, OutputKind::f32};
-    case 3:
-      return Epilogue{false, true, false, OutputKind::f32};
-    case 4:
-      return Epilogue{false, false, false, OutputKind::u8};
-    default:
-      return Epilogue{false, false, false, OutputKind::group_sums};
-  }
-}
-
 void expect_kernel_matches(const test::KernelCase& c) {
   const std::string error = test::check_kernel(c);
   EXPECT_EQ(error, "") << test::describe(c);
@@ -69,7 +52,7 @@ TEST(GemmKernels, EveryTailClassAndEpilogue) {
           c.n = n;
           c.k = (n * 37 + m * 12) % 300 / 4 * 4 + 4;
           c.scheme = parse_quant_scheme(scheme);
-          c.epilogue = epilogue_number(int(m + n));
+          c.epilogue = test::epilogue_number(int(m + n));
           c.seed = m * 131 + n;
           expect_kernel_matches(c);
           if (HasFailure()) return;
@@ -90,7 +73,7 @@ TEST(GemmKernels, RandomShapes) {
       const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
       c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
       c.scheme = parse_quant_scheme(kSchemes[i % std::size(kSchemes)]);
-      c.epilogue = epilogue_number(i / 3);
+      c.epilogue = test::epilogue_number(i / 3);
       c.seed = 1000 + i;
       c.unit_splits = 1 + i % 3;
       expect_kernel_matches(c);
@@ -142,7 +125,7 @@ TEST(GemmKernels, EveryBlockingThatFits) {
           c.scheme = parse_quant_scheme(scheme);
           c.default_blocking = false;
           c.blocking = Blocking{mr, nr, 1 + (mr + nr) % 5, (mr % 2) * 512};
-          c.epilogue = epilogue_number(mr * nr);
+          c.epilogue = test::epilogue_number(mr * nr);
           const PackedHeader h = make_packed_header(c.n, c.k, c.scheme, c.epilogue.swiglu);
           const GemmKey key = test::key_for(c, h);
           if (!fits(key, c.blocking)) {

@@ -147,4 +147,25 @@ std::string check_kernel(const KernelCase& c) {
   return "";
 }
 
+Epilogue epilogue_number(int i) {
+  switch (i % 8) {
+    case 0:
+      return Epilogue{};
+    case 1:
+      return Epilogue{true, false, false, OutputKind::f32};
+    case 2:
+      return Epilogue{false, false, true, OutputKind::f32};
+    case 3:
+      return Epilogue{false, true, false, OutputKind::f32};
+    case 4:
+      return Epilogue{false, false, false, OutputKind::u8};
+    case 5:
+      return Epilogue{false, false, false, OutputKind::group_sums};
+    case 6:
+      return Epilogue{true, false, true, OutputKind::f32};
+    default:
+      return Epilogue{false, true, false, OutputKind::u8};
+  }
+}
+
 }  // namespace qforge::test

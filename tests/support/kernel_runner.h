@@ -31,4 +31,10 @@ std::string check_kernel(const KernelCase& c);
 // The key ops/linear would build for this case.
 GemmKey key_for(const KernelCase& c, const PackedHeader& header);
 
+// Epilogue number i % 8: none, bias, residual, SwiGLU, u8, group sums, bias + residual,
+// SwiGLU + u8. (SwiGLU + residual in f32 is left out: the residual can cancel
+// silu(gate) * up, whose expf differs from std::exp in the last bits, so a relative
+// tolerance on the sum does not hold.)
+Epilogue epilogue_number(int i);
+
 }  // namespace qforge::test

@@ -11,6 +11,7 @@
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/active_tuning.h"
 #include "jit/tune/cpu_signature.h"
+#include "ops/linear/quantized_linear.h"
 #include "tests/model/model_test_util.h"
 
 namespace qforge {
@@ -92,6 +93,32 @@ TEST(TuningOption, TheDefaultDatabaseForThisCpuIsInstalled) {
     setenv("XDG_CACHE_HOME", before.c_str(), 1);
   else
     unsetenv("XDG_CACHE_HOME");
+  clear_tuning();
+}
+
+// The AMX row threshold comes from the database for the run's thread count (the largest
+// any shape needed), and goes back to the default without it.
+TEST(TuningOption, TheAmxThresholdComesFromTheDatabase) {
+  test::ScratchDir dir;
+  TuningDb db = sample_db(cpu_signature());
+  GemmKey a = sample_key(), b = sample_key();
+  b.n = 96;
+  TunedKernel tuned;
+  tuned.blocking = default_blocking(a);
+  tuned.amx_min_m = 24;
+  db.set(tuning_key_of(a, 2), tuned);
+  tuned.amx_min_m = 40;
+  db.set(tuning_key_of(b, 2), tuned);
+  tuned.amx_min_m = 64;  // another thread count: not this run's
+  db.set(tuning_key_of(b, 1), tuned);
+  const std::string path = dir.file("amx.json");
+  db.save(path);
+
+  const Applied two = apply({.file = path, .disabled = false}, 2);
+  EXPECT_EQ(two.status.amx_min_m, 40);
+  EXPECT_EQ(amx_min_rows(), 40);
+  const Applied off = apply({.file = "", .disabled = true}, 2);
+  EXPECT_EQ(amx_min_rows(), kDefaultAmxMinRows);
   clear_tuning();
 }
 
