@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -52,9 +51,13 @@ RunResult qforge_run(const std::string& prompt, const std::string& max_isa,
 
 // "JIT 1.2 ms (N kernels)" from the load line.
 int kernel_count(const std::string& stats) {
-  std::smatch match;
-  if (!std::regex_search(stats, match, std::regex(R"(\((\d+) kernels\))"))) return -1;
-  return std::stoi(match[1]);
+  const std::size_t end = stats.find(" kernels)");
+  if (end == std::string::npos) return -1;
+  const std::size_t open = stats.rfind('(', end);
+  if (open == std::string::npos || open + 1 == end) return -1;
+  const std::string digits = stats.substr(open + 1, end - open - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(digits);
 }
 
 void expect_same_tokens_as_zmm(const std::string& prompt) {
