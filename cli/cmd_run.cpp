@@ -77,6 +77,7 @@ void run(const Options& o) {
 
   const GenerationStats stats =
       generate(executor, model.tokenizer, sampler, o.prompt, o.steps, [](std::string_view text) {
+        if (text.empty()) return;  // a byte piece still being completed; data() may be null
         std::fwrite(text.data(), 1, text.size(), stdout);
         std::fflush(stdout);
       });
