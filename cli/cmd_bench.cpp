@@ -15,9 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/text_file.h"
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
 #include "jit/tune/machine_limits.h"
@@ -128,11 +127,7 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
   if (!o.text.empty()) {
-    std::ifstream in(o.text, std::ios::binary);
-    if (!in) fail(o.text, ": cannot open the text file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    const std::vector<int> tokens = model.tokenizer.encode(text.str(), true, false);
+    const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text), true, false);
     const int ctx = std::min(512, executor.positions());
     const PerplexityResult r = evaluate_perplexity(
         tokens, ctx, c.vocab_size, model.tokenizer.bos_id(),

@@ -3,9 +3,7 @@
 // quantized or bf16 run also the KL divergence from the f32 model and top-1 agreement,
 // both models evaluated in the same process on the same chunks.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/progress_bar.h"
+#include "cli/text_file.h"
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
 #include "model/model_session.h"
@@ -29,15 +28,6 @@ struct Options {
   bool no_kld = false;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open the text file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().empty()) fail(path, ": the text file is empty");
-  return text.str();
-}
-
 ChunkLogits logits_of(LlamaExecutor& executor) {
   return [&executor](std::span<const int> chunk) {
     return executor.forward(chunk, 0, /*all_logits=*/true);
@@ -47,7 +37,7 @@ ChunkLogits logits_of(LlamaExecutor& executor) {
 void perplexity(const Options& o) {
   const int threads = apply_model_options(o.model).threads;
   const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
-  const std::string text = read_text(o.text);
+  const std::string text = read_text_file(o.text);
   auto session = open_model_session(o.model, precision, threads, 0, o.json);
   const LlamaConfig& c = session->model.weights.config;
   const int ctx = o.ctx > 0 ? o.ctx : std::min(512, c.seq_len);

@@ -5,7 +5,6 @@
 // `bench` and `perplexity` then read. stderr: a progress bar (on a terminal); stdout:
 // kernel | M | default | tuned | speed-up | fraction of read bandwidth (M <= 4) or of
 // the dot-product peak (M > 4).
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/progress_bar.h"
 #include "cli/tune_chart.h"
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
@@ -48,18 +48,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// [########............]  42%  kernel 3/15  gemm_u8s8_avx2_n2048_k2048_...
-void draw_progress(const TunerProgress& p) {
-  constexpr int kBarWidth = 24;
-  const double done = std::clamp(p.elapsed_seconds / std::max(p.budget_seconds, 1e-9), 0.0, 1.0);
-  const int filled = static_cast<int>(done * kBarWidth);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(kBarWidth, '.');
-  std::fprintf(stderr, "\r\033[K[%s] %3d%%  kernel %zu/%zu  %s", bar.c_str(),
-               static_cast<int>(done * 100), p.task + 1, p.tasks, p.kernel.c_str());
-  std::fflush(stderr);
 }
 
 void print_table(const TuneReport& report) {
@@ -108,7 +96,12 @@ void tune(const Options& o) {
   }
   // What is left, less a moment to write the database and the report.
   options.budget_seconds = std::max(0.0, 0.98 * (o.budget_seconds - seconds_since(start)) - 0.1);
-  if (isatty(STDERR_FILENO)) options.on_progress = draw_progress;
+  ProgressBar bar("tune");
+  if (ProgressBar::stderr_is_terminal())
+    options.on_progress = [&bar](const TunerProgress& p) {
+      bar.update(static_cast<long long>(p.task + 1), static_cast<long long>(p.tasks),
+                 "kernels  " + p.kernel);
+    };
 
   TuningDb db(cpu_signature());
   if (std::filesystem::exists(out)) {
@@ -119,7 +112,7 @@ void tune(const Options& o) {
       std::fprintf(stderr, "qforge tune: replacing %s\n", existing.error.c_str());
   }
   const TuneReport report = tune_kernels(keys, options, db);
-  if (options.on_progress) std::fprintf(stderr, "\r\033[K");
+  bar.finish();
   db.save(out);
 
   print_table(report);
