@@ -15,13 +15,15 @@ namespace qforge {
 inline constexpr double kColdWeightsL3Multiple = 8;
 
 // GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
-// threads; cached per (threads, bytes).
+// threads: the best of one sequential stream and four prefetched streams per thread, three
+// times each; cached per (threads, bytes).
 double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = std::size_t{1} << 30);
 // Peak u8 x s8 multiply-add throughput in GOPS (2 ops per multiply-add) with `threads`
-// threads, using the best dot-product instruction this CPU runs natively; each thread
-// runs `iterations` steps of 12 independent accumulators (cached per arguments).
+// threads, using the best dot-product instruction this CPU runs natively, in a generated
+// loop (dot_peak_kernel.h); each thread runs `iterations` steps of every accumulator
+// (cached per arguments).
 double dot_peak_gops(int threads, std::int64_t iterations = 20'000'000);
-// "vpdpbusd zmm", "vpdpbusd ymm (VEX)" or "vpmaddubsw+vpmaddwd ymm (AVX2)".
+// "vpdpbusd zmm", "vpdpbusd ymm (VEX)" or "vpsignb+vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)".
 std::string dot_peak_instruction();
 
 }  // namespace qforge

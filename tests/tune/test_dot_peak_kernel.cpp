@@ -1,0 +1,49 @@
+// The generated dot-peak loop really runs its sequence: every step adds 60 to lane 0 of
+// every accumulator (x = 5, w = 3, four products per int32 lane), so the returned
+// sum is 60 * accumulators * iterations. The VNNI loops run under the emulator when the
+// CPU lacks them.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "jit/cpu/cpu_info.h"
+#include "jit/emulate/emulator.h"
+#include "jit/tune/dot_peak_kernel.h"
+#include "jit/tune/machine_limits.h"
+
+namespace qforge {
+namespace {
+
+void expect_sums(DotKind kind) {
+  const DotPeakKernel kernel(kind);
+  for (std::int64_t iterations : {0, 1, 7, 1000}) {
+    EXPECT_EQ(kernel.run(iterations), 60 * kernel.accumulators() * iterations)
+        << "kind " << int(kind) << ", " << iterations << " iterations";
+  }
+}
+
+TEST(DotPeakKernel, Avx2SequenceAddsItsProducts) {
+  expect_sums(DotKind::avx2);
+}
+
+// Installs the emulator only around this test (without telling the ISA layer), so the
+// other tests of this binary still see the CPU as it is.
+TEST(DotPeakKernel, VnniLoopsAddTheirProducts) {
+  const unsigned missing = (emulate::kAvx512 | emulate::kAvxVnni) & ~emulate::native_features();
+  std::string reason;
+  if (missing != 0) {
+    ASSERT_TRUE(emulate::install(missing, &reason)) << reason;
+  }
+  expect_sums(DotKind::ymm_vnni);
+  expect_sums(DotKind::zmm);
+  if (missing != 0) emulate::uninstall();
+}
+
+TEST(MachineLimits, PeakAndBandwidthArePositive) {
+  EXPECT_GT(dot_peak_gops(1, 100'000), 0);
+  EXPECT_GT(read_bandwidth_gbps(1, std::size_t{64} << 20), 0);
+  EXPECT_FALSE(dot_peak_instruction().empty());
+}
+
+}  // namespace
+}  // namespace qforge
