@@ -60,22 +60,29 @@ PackedWeights copy_of(const PackedWeights& p) {
   return out;
 }
 
+// Args: N, K, M, bits, threads, swiglu. With swiglu = 1 the layer is a fused gate/up
+// pair (2 N x K weights, N outputs silu(g) * u) and oneDNN runs the unfused 2N x K matmul.
 void BM_Linear(benchmark::State& state) {
   const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
+  const bool swiglu = state.range(5) != 0;
+  const std::int64_t weight_rows = swiglu ? 2 * n : n;  // rows of weights read
   const QuantScheme scheme = parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
 
-  std::vector<float> w(static_cast<std::size_t>(n * k));
+  std::vector<float> w(static_cast<std::size_t>(weight_rows * k));
   std::mt19937 rng(static_cast<unsigned>(n + k));
   std::normal_distribution<float> dist(0.f, 0.02f);
   for (auto& v : w) v = dist(rng);
-  const PackedWeights first = pack_weights(w.data(), n, k, scheme, 2);
+  const PackedWeights first = swiglu ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 2)
+                                     : pack_weights(w.data(), n, k, scheme, 2);
   w = {};
   const std::int64_t packed_bytes = first.geometry.total_bytes;
   const int copies = rotation_copies(m, packed_bytes);
+  Epilogue epilogue;
+  epilogue.swiglu = swiglu;
   std::vector<std::unique_ptr<QuantizedLinear>> layers;
   for (int c = 0; c < copies; ++c)
-    layers.push_back(std::make_unique<QuantizedLinear>(copy_of(first), Epilogue{}));
+    layers.push_back(std::make_unique<QuantizedLinear>(copy_of(first), epilogue));
 
   std::vector<float> x(static_cast<std::size_t>(m * k));
   for (auto& v : x) v = dist(rng) * 50;
@@ -86,11 +93,11 @@ void BM_Linear(benchmark::State& state) {
   ThreadPool pool(threads);
 
   set_onednn_threads(threads);
-  OnednnInt8Matmul onednn(m, n, k, 1);
+  OnednnInt8Matmul onednn(m, weight_rows, k, 1);
   const int onednn_copies = rotation_copies(m, onednn.weight_bytes());
-  OnednnInt8Matmul onednn_rotating(m, n, k, onednn_copies);
+  OnednnInt8Matmul onednn_rotating(m, weight_rows, k, onednn_copies);
   std::vector<std::uint8_t> src(static_cast<std::size_t>(m * k), 130);
-  std::vector<float> dst(static_cast<std::size_t>(m * n));
+  std::vector<float> dst(static_cast<std::size_t>(m * weight_rows));
 
   for (int warm = 0; warm < 2; ++warm) {  // first touch, code generation, oneDNN setup
     for (int c = 0; c < copies; ++c) layers[c]->forward(xq, {}, y.data(), n, pool);
@@ -117,9 +124,10 @@ void BM_Linear(benchmark::State& state) {
   }
   const double tq = median(qforge_times), to = median(onednn_times);
   const double gbps = double(packed_bytes) / tq / 1e9;
-  const double gops = 2.0 * double(m) * n * k / tq / 1e9;
+  const double gops = 2.0 * double(m) * weight_rows * k / tq / 1e9;
   state.counters["M"] = double(m);
   state.counters["N"] = double(n);
+  state.counters["swiglu"] = swiglu ? 1 : 0;
   state.counters["K"] = double(k);
   state.counters["bits"] = bits;
   state.counters["group"] = bits == 8 ? 0 : 128;
@@ -253,7 +261,17 @@ void register_all() {
       for (int t : {1, 2})
         for (const auto& s : shapes)
           benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t})
+              ->Args({s[0], s[1], m, bits, t, 0})
+              ->UseManualTime()
+              ->MinTime(0.5)
+              ->Unit(benchmark::kMicrosecond);
+  // the fused gate/up (SwiGLU) projections of TinyLlama and Llama-2-7B
+  for (int bits : {8, 4})
+    for (std::int64_t m : {1, 128})
+      for (int t : {1, 2})
+        for (const auto& s : {shapes[1], shapes[4]})
+          benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
+              ->Args({s[0], s[1], m, bits, t, 1})
               ->UseManualTime()
               ->MinTime(0.5)
               ->Unit(benchmark::kMicrosecond);

@@ -66,6 +66,21 @@ void print_table(const TuneReport& report) {
   }
 }
 
+// How calls are made: the thread split of large-M calls, the GEMV/GEMM point of small M.
+void print_policies(const TuneReport& report) {
+  if (report.policies.empty()) return;
+  std::printf(
+      "\ncalls (median us per call; first = units split or GEMV, second = rows split "
+      "or GEMM):\n");
+  for (const CallPolicyMeasurement& p : report.policies) {
+    std::printf("%s  ->  %s (noise %.1f%%)\n", kernel_name(p.key).c_str(), p.decision.c_str(),
+                p.noise * 100);
+    for (std::size_t i = 0; i < p.ms.size(); ++i)
+      std::printf("    M %4lld  %10.1f  %10.1f\n", static_cast<long long>(p.ms[i]), p.first_us[i],
+                  p.second_us[i]);
+  }
+}
+
 void tune(const Options& o) {
   const auto start = Clock::now();
   if (!o.max_isa.empty()) set_max_isa(parse_isa(o.max_isa, "--max-isa"));
@@ -116,6 +131,7 @@ void tune(const Options& o) {
   db.save(out);
 
   print_table(report);
+  print_policies(report);
   for (const std::string& note : report.notes)
     std::fprintf(stderr, "qforge tune: %s\n", note.c_str());
   if (options.limits.read_gbps > 0)

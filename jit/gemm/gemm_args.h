@@ -32,4 +32,9 @@ struct GemmCallArgs {
 
 using GemmKernelFn = void (*)(const GemmCallArgs*);
 
+// How a call is shared by threads (ops/linear/call_split.h): by output units, every
+// thread reading its own panels for all rows, or by rows, every thread reading all panels
+// for its rows. A tuning parameter of large-M calls.
+enum class ThreadSplit : std::uint8_t { units, rows };
+
 }  // namespace qforge

@@ -5,9 +5,9 @@
 
 namespace qforge {
 
-MBucket bucket_of(std::int64_t m) {
+MBucket bucket_of(std::int64_t m, std::int64_t gemm_min_rows) {
   if (m <= 1) return MBucket::one;
-  if (m <= 4) return MBucket::small;
+  if (m < gemm_min_rows) return MBucket::small;
   return MBucket::large;
 }
 

@@ -17,7 +17,11 @@ namespace qforge {
 
 // Which rows a kernel is tuned for. M itself is always a run-time argument.
 enum class MBucket : std::uint8_t { one = 0, small, large };  // 1 | 2..4 | >= 5
-MBucket bucket_of(std::int64_t m);
+// M from which calls run the GEMM (large-bucket) kernel rather than the GEMV one; a
+// tuning parameter per shape (the tuner measures where the GEMM kernel overtakes).
+inline constexpr std::int64_t kDefaultGemmMinRows = 5;
+// 1 -> one; 2 .. gemm_min_rows - 1 -> small; from gemm_min_rows (>= 2) -> large.
+MBucket bucket_of(std::int64_t m, std::int64_t gemm_min_rows = kDefaultGemmMinRows);
 const char* bucket_name(MBucket bucket);
 
 // Register tile and streaming parameters (the tuner's search space).

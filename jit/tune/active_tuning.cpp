@@ -68,6 +68,32 @@ std::optional<Blocking> tuned_blocking(const GemmKey& key) {
   return tuned_blocking(key, threads);
 }
 
+namespace {
+
+// The installed entry for `key` with its bucket replaced, copied out under the lock.
+std::optional<TunedKernel> installed_entry(GemmKey key, MBucket bucket) {
+  ActiveTable& t = active();
+  if (!t.installed.load(std::memory_order_acquire)) return std::nullopt;
+  std::shared_lock lock(t.mutex);
+  if (!t.db) return std::nullopt;
+  key.bucket = bucket;
+  const TunedKernel* tuned = t.db->find(tuning_key_of(key, t.threads));
+  if (tuned == nullptr) return std::nullopt;
+  return *tuned;
+}
+
+}  // namespace
+
+std::optional<int> tuned_gemm_min_rows(const GemmKey& key) {
+  const std::optional<TunedKernel> entry = installed_entry(key, MBucket::small);
+  return entry ? entry->gemm_min_m : std::nullopt;
+}
+
+std::optional<ThreadSplit> tuned_thread_split(const GemmKey& key) {
+  const std::optional<TunedKernel> entry = installed_entry(key, MBucket::large);
+  return entry ? entry->thread_split : std::nullopt;
+}
+
 TunedCount count_tuned(std::span<const GemmKey> keys) {
   std::unordered_set<TuningKey, TuningKeyHash> all, tuned;
   for (const GemmKey& key : keys) {

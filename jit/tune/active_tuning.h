@@ -28,6 +28,13 @@ std::optional<Blocking> tuned_blocking(const GemmKey& key, int threads);
 // The same for the thread count the table was installed for.
 std::optional<Blocking> tuned_blocking(const GemmKey& key);
 
+// How calls of `key`'s shape (its bucket and blocking are ignored) are made, as tuned
+// for the installed thread count: the M from which they run the GEMM kernel (from the
+// shape's "ms" entry) and how large-M calls are split (its "ml" entry); nothing when the
+// table has no such value.
+std::optional<int> tuned_gemm_min_rows(const GemmKey& key);
+std::optional<ThreadSplit> tuned_thread_split(const GemmKey& key);
+
 struct TunedCount {
   std::size_t tuned = 0;  // distinct kernels with an entry
   std::size_t total = 0;  // distinct kernels (blocking ignored)

@@ -8,13 +8,11 @@
 
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
+#include "ops/linear/call_split.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
 namespace {
-
-// QuantizedLinear::forward runs calls below this many operations on the caller alone.
-constexpr double kMinOpsPerThread = 1 << 20;
 
 // Values do not change a kernel's speed; a cheap generator keeps big shapes quick to set up.
 std::vector<float> pseudo_random(std::int64_t count, std::uint32_t seed, float scale) {
@@ -98,7 +96,7 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
   }
 }
 
-void KernelBench::call(GemmKernelFn fn, std::size_t i) {
+void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
   call.a = rows.x.xu.data();
@@ -114,27 +112,14 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i) {
   call.out_scale = 0.05f;
   call.out_zero_point = 128.f;
   next_copy_ = next_copy_ + 1 == copies_ ? 0 : next_copy_ + 1;
-  // The split of QuantizedLinear::forward: one thread for small calls, else units * t / T.
-  const std::int64_t units = shape_.units();
   const double ops = 2.0 * double(ms_[i]) * double(shape_.n) * double(shape_.k);
-  const int threads = pool_.size();
-  if (ops < kMinOpsPerThread * 2 || threads == 1) {
-    call.unit_begin = 0;
-    call.unit_end = units;
-    fn(&call);
-    return;
-  }
-  pool_.run([&](int t) {
-    GemmCallArgs mine = call;
-    mine.unit_begin = units * t / threads;
-    mine.unit_end = units * (t + 1) / threads;
-    if (mine.unit_end > mine.unit_begin) fn(&mine);
-  });
+  run_split(call, shape_.units(), ops, call_rows_of(rows.x, shape_.epilogue), split, pool_,
+            [fn](const GemmCallArgs& part) { fn(&part); });
 }
 
-double KernelBench::time_calls(GemmKernelFn fn, std::size_t i, int calls) {
+double KernelBench::time_calls(GemmKernelFn fn, std::size_t i, int calls, ThreadSplit split) {
   const auto start = std::chrono::steady_clock::now();
-  for (int c = 0; c < calls; ++c) call(fn, i);
+  for (int c = 0; c < calls; ++c) call(fn, i, split);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return seconds * 1e6 / calls;

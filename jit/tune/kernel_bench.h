@@ -6,7 +6,8 @@
 //             for M <= 4 enough copies to span 8 x the reported L3, and every call reads the
 //             next one, so memory is measured, not cache
 //   per M     quantized activations, the output, bias / residual when the epilogue has them
-//   a call    split over the pool by output units as QuantizedLinear::forward splits it
+//   a call    split over the pool as QuantizedLinear::forward splits it (call_split.h), by
+//             units unless the caller asks for rows
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,10 @@ class KernelBench {
   int copies() const { return copies_; }
 
   // One call for ms()[i] rows on the next weight copy.
-  void call(GemmKernelFn fn, std::size_t i);
+  void call(GemmKernelFn fn, std::size_t i, ThreadSplit split = ThreadSplit::units);
   // Microseconds per call: `calls` back-to-back calls, timed together.
-  double time_calls(GemmKernelFn fn, std::size_t i, int calls);
+  double time_calls(GemmKernelFn fn, std::size_t i, int calls,
+                    ThreadSplit split = ThreadSplit::units);
 
  private:
   struct Rows {

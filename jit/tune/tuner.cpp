@@ -7,8 +7,10 @@
 
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
+#include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/blocking_search.h"
+#include "jit/tune/call_policy_search.h"
 #include "jit/tune/kernel_bench.h"
 #include "ops/linear/thread_pool.h"
 
@@ -77,6 +79,60 @@ void add_result(const Task& task, const SearchResult& found, std::int64_t weight
   }
 }
 
+// Large-M task: units or rows, with the blocking just kept (needs two threads and at
+// least as many rows as threads at every M).
+void tune_thread_split(const Task& task, const Blocking& kept, KernelBench& bench,
+                       SteadyClock::time_point deadline, int threads, TuningDb& db,
+                       TuneReport& report) {
+  if (threads < 2) return;
+  for (std::int64_t m : task.ms)
+    if (m < threads) return;
+  GemmKey key = task.shape;
+  key.blocking = kept;
+  const GemmGenerator code(key);
+  const SplitChoice choice = choose_thread_split(code.kernel(), bench, deadline);
+  if (!choice.finished) {
+    report.notes.push_back(kernel_name(key) + ": the budget ran out before the thread split");
+    return;
+  }
+  const TuningKey tk = tuning_key_of(key, threads);
+  TunedKernel entry = *db.find(tk);
+  entry.thread_split = choice.split;
+  db.set(tk, entry);
+  report.policies.push_back({key, task.ms, choice.units_us, choice.rows_us, choice.noise,
+                             choice.split == ThreadSplit::rows ? "split rows" : "split units"});
+}
+
+// Small-M task: where the GEMM kernel (tuned blocking if the database has one) overtakes
+// the GEMV kernel just kept.
+void tune_crossover(const Task& task, const Blocking& kept, ThreadPool& pool,
+                    SteadyClock::time_point deadline, TuningDb& db, TuneReport& report) {
+  GemmKey gemv = task.shape;
+  gemv.blocking = kept;
+  GemmKey gemm = task.shape;
+  gemm.bucket = MBucket::large;
+  const TunedKernel* gemm_entry = db.find(tuning_key_of(gemm, pool.size()));
+  gemm.blocking = gemm_entry ? gemm_entry->blocking : default_blocking(gemm);
+  KernelBench bench(task.shape, kCrossoverRows, pool);
+  const GemmGenerator gemv_code(gemv), gemm_code(gemm);
+  const CrossoverChoice choice =
+      find_gemm_crossover(gemv_code.kernel(), gemm_code.kernel(), bench, deadline);
+  if (!choice.finished) {
+    report.notes.push_back(kernel_name(gemv) + ": the budget ran out before the GEMV/GEMM point");
+    return;
+  }
+  const TuningKey tk = tuning_key_of(gemv, pool.size());
+  TunedKernel entry = *db.find(tk);
+  entry.gemm_min_m = choice.gemm_min_m;
+  db.set(tk, entry);
+  report.policies.push_back({gemv,
+                             {kCrossoverRows.begin(), kCrossoverRows.end()},
+                             choice.gemv_us,
+                             choice.gemm_us,
+                             choice.noise,
+                             "GEMM from M = " + std::to_string(choice.gemm_min_m)});
+}
+
 }  // namespace
 
 double TunedMeasurement::operations() const {
@@ -132,6 +188,10 @@ TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions&
           continue;
         }
         add_result(task, found, bench.weight_bytes(), options, db, report);
+        if (task.shape.bucket == MBucket::large)
+          tune_thread_split(task, found.best, bench, deadline, pool.size(), db, report);
+        if (task.shape.bucket == MBucket::small)
+          tune_crossover(task, found.best, pool, deadline, db, report);
       } catch (const std::exception& e) {
         report.notes.push_back(name + ": skipped (" + e.what() + ")");
       }

@@ -10,6 +10,8 @@
 //                                                                         losers > 1.2x dropped
 //     confirm     default and best interleaved; the best is kept only if it beats the
 //                 default by more than the noise (spread, and drift between its runs)
+//     calls       large-M task: split by units or by rows; small-M task: the M from which
+//                 the GEMM kernel beats the GEMV kernel (call_policy_search.h)
 //
 // Tasks run in decode-first order (M = 1, then GEMM, then 2..4), each with an equal share
 // of what is left of the budget; tasks whose share ran out (big GEMMs) get a second pass
@@ -66,8 +68,19 @@ struct TunedMeasurement {
   double gops(double us) const { return operations() / us / 1e3; }
 };
 
+// A call-policy measurement (call_policy_search.h), as the report shows it.
+struct CallPolicyMeasurement {
+  GemmKey key;                    // the task's kernel (bucket ms: crossover, ml: split)
+  std::vector<std::int64_t> ms;   // rows measured
+  std::vector<double> first_us;   // units split, or the GEMV kernel
+  std::vector<double> second_us;  // rows split, or the GEMM kernel
+  double noise = 0;
+  std::string decision;  // "split units" | "split rows" | "GEMM from M = 6"
+};
+
 struct TuneReport {
   std::vector<TunedMeasurement> rows;
+  std::vector<CallPolicyMeasurement> policies;
   std::vector<std::string> notes;  // what was skipped and why
   std::size_t tasks = 0;           // shape x bucket pairs asked for
   std::size_t tuned = 0;           // of which written to the database

@@ -132,8 +132,9 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
              " does not fit the register budget of ", kernel_name(s));
   if (j.contains("amx_min_m")) t.amx_min_m = j.at("amx_min_m").get<int>();
   if (j.contains("gemm_min_m")) t.gemm_min_m = j.at("gemm_min_m").get<int>();
-  QF_REQUIRE(t.amx_min_m.value_or(1) >= 1 && t.gemm_min_m.value_or(1) >= 1,
-             "amx_min_m / gemm_min_m must be >= 1");
+  QF_REQUIRE(t.amx_min_m.value_or(1) >= 1, "amx_min_m must be >= 1");
+  QF_REQUIRE(t.gemm_min_m.value_or(2) >= 2 && t.gemm_min_m.value_or(2) <= kMaxGemmMinRows,
+             "gemm_min_m must be in 2..", kMaxGemmMinRows);
   if (j.contains("thread_split")) {
     const std::string split = j.at("thread_split").get<std::string>();
     QF_REQUIRE(split == "units" || split == "rows", "thread_split: \"", split, "\" (units | rows)");
@@ -163,6 +164,9 @@ void TuningDb::set(const TuningKey& key, const TunedKernel& tuned) {
   const TuningKey normal = tuning_key_of(key.shape, key.threads);
   QF_REQUIRE(fits(normal.shape, tuned.blocking), "tuning: blocking does not fit ",
              kernel_name(normal.shape));
+  QF_REQUIRE(tuned.gemm_min_m.value_or(2) >= 2 && tuned.gemm_min_m.value_or(2) <= kMaxGemmMinRows,
+             "tuning: gemm_min_m ", tuned.gemm_min_m.value_or(0), " is outside 2..",
+             kMaxGemmMinRows, " for ", kernel_name(normal.shape));
   entries_[normal] = tuned;
 }
 

@@ -26,11 +26,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jit/gemm/gemm_args.h"
 #include "jit/gemm/gemm_key.h"
 
 namespace qforge {
 
 inline constexpr int kTuningFormatVersion = 1;
+inline constexpr int kMaxGemmMinRows = 64;  // a larger GEMV/GEMM threshold is refused
 
 // What one entry is keyed by: the kernel's key with its blocking cleared (ISA = kernel
 // family, N, K, Kp, g, bits, symmetry, epilogue, M bucket, generator version) and the
@@ -47,15 +49,13 @@ struct TuningKeyHash {
   std::size_t operator()(const TuningKey& key) const;
 };
 
-// How a call is split across threads (the call site splits by output units today).
-enum class ThreadSplit : std::uint8_t { units, rows };
-
 struct TunedKernel {
   Blocking blocking;
-  std::optional<int> amx_min_m;   // M from which the AMX kernel beats the zmm kernel
-  std::optional<int> gemm_min_m;  // M from which the GEMM kernel beats the GEMV kernel
-  std::optional<ThreadSplit> thread_split;
-  double default_us = 0;  // as measured by the tuner (informational)
+  std::optional<int> amx_min_m;             // M from which the AMX kernel beats the zmm kernel
+  std::optional<int> gemm_min_m;            // M from which the GEMM kernel beats the GEMV kernel
+                                            // (kept in the shape's M-bucket "ms" entry)
+  std::optional<ThreadSplit> thread_split;  // for the entry's M bucket ("ml" entries)
+  double default_us = 0;                    // as measured by the tuner (informational)
   double tuned_us = 0;
 };
 

@@ -9,13 +9,11 @@
 #include "jit/gemm/amx_thread_state.h"
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/active_tuning.h"
+#include "ops/linear/call_split.h"
 #include "ops/ref/gemm_reference.h"
 
 namespace qforge {
 namespace {
-
-// Below this many operations per thread, splitting a call costs more than it saves.
-constexpr double kMinOpsPerThread = 1 << 20;
 
 // Rows standing for the large M bucket (a prefill chunk).
 constexpr std::int64_t kLargeBucketRows = 128;
@@ -94,7 +92,7 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
   key.bits = h.bits;
   key.asymmetric = h.asymmetric != 0;
   key.epilogue = epilogue;
-  key.bucket = bucket_of(m);
+  key.bucket = bucket_of(m, tuned_gemm_min_rows(key).value_or(kDefaultGemmMinRows));
   key.blocking = tuned_blocking(key).value_or(default_blocking(key));
   return key;
 }
@@ -107,9 +105,10 @@ GemmKey QuantizedLinear::key_for(std::int64_t m) const {
 std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
   if (isa_ == Isa::reference) return {};
   // Every (M bucket, AMX or not) a call can pick: each bucket's first and last row count
-  // (1 | 2..4 | 5..) and the AMX threshold.
+  // (1 | 2 .. G-1 | G.., G the GEMV/GEMM threshold) and the AMX threshold.
+  const std::int64_t gemm_min = tuned_gemm_min_rows(key_for(1)).value_or(kDefaultGemmMinRows);
   std::vector<GemmKey> keys;
-  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{2}, std::int64_t{4}, std::int64_t{5},
+  for (const std::int64_t m : {std::int64_t{1}, std::int64_t{2}, gemm_min - 1, gemm_min,
                                kLargeBucketRows, amx_min_rows()}) {
     const GemmKey key = key_for(m);
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
@@ -150,21 +149,13 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
       release_amx_tiles();
     fn(&args);
   };
-  // Small calls (a tiny layer, one token) cost less on one thread than waking the pool.
+  // Large-M calls split as tuned (by units unless the table says rows); see call_split.h.
+  const GemmKey& used = kernel.code->key();
+  const ThreadSplit split = used.bucket == MBucket::large
+                                ? tuned_thread_split(used).value_or(ThreadSplit::units)
+                                : ThreadSplit::units;
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
-  if (ops < kMinOpsPerThread * 2 || pool.size() == 1) {
-    call.unit_begin = 0;
-    call.unit_end = units;
-    run(call);
-    return;
-  }
-  const int threads = pool.size();
-  pool.run([&](int t) {
-    GemmCallArgs mine = call;
-    mine.unit_begin = units * t / threads;
-    mine.unit_end = units * (t + 1) / threads;
-    if (mine.unit_end > mine.unit_begin) run(mine);
-  });
+  run_split(call, units, ops, call_rows_of(x, epilogue_), split, pool, run);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,

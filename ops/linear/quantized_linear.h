@@ -1,5 +1,6 @@
 // A quantized linear layer: packed weights + the epilogue fused into its kernel, called
-// through the code cache and split across the thread pool by output units.
+// through the code cache and split across the thread pool (call_split.h: by output units,
+// or by rows for large M where the tuning table says so).
 //
 //   x (f32, M x K) --quantize_activations--> xu, a, xsum --kernel(s)--> y (epilogue)
 //
@@ -22,8 +23,9 @@
 namespace qforge {
 
 // The kernel key for packed weights with `header`, run with `epilogue` on `isa` for M
-// rows; blocking = the installed tuning table's (jit/tune/active_tuning.h) when it has
-// one for the key, else the analytic default for that M bucket.
+// rows; the M bucket follows the table's GEMV/GEMM threshold for the shape (default
+// kDefaultGemmMinRows) and the blocking is the installed tuning table's
+// (jit/tune/active_tuning.h) when it has one for the key, else the analytic default.
 GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa isa, std::int64_t m);
 
 // The M at and above which calls run on AMX tiles (default kDefaultAmxMinRows): a tuning

@@ -88,13 +88,80 @@ TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
   EXPECT_GT(compared, 50);
 }
 
-// Every kernel of the model moved to the last (most different) blocking of its space.
+// The call policies change speed only: with the GEMV/GEMM threshold at 2 or 9 and large
+// calls split by rows, every M gives the same bytes as the defaults.
+TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
+  const std::int64_t n = 176, k = 256;
+  const int threads = 2;
+  ThreadPool pool(threads);
+  int compared = 0;
+  for (const LayerCase& c :
+       {LayerCase{"int8", {}, 0}, LayerCase{"int4-g32-asym", {}, 0},
+        LayerCase{"int8-g64", {.residual = true}, 0}, LayerCase{"int4-g64", {.swiglu = true}, 0},
+        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 0}}) {
+    clear_tuning();
+    const QuantScheme scheme = parse_quant_scheme(c.scheme);
+    const auto w = test::random_floats(2 * n * k, 21, 0.05f);
+    PackedWeights packed = c.epilogue.swiglu
+                               ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
+                               : pack_weights(w.data(), n, k, scheme, 1);
+    const QuantizedLinear layer(std::move(packed), c.epilogue);
+    const auto bias = test::random_floats(n, 23, 0.5f);
+    auto run = [&](std::int64_t m) {
+      const auto x = test::random_floats(m * k, 22 + static_cast<unsigned>(m), 1.f);
+      const auto residual = test::random_floats(m * n, 24, 1.f);
+      EpilogueArgs args;
+      args.bias = c.epilogue.bias ? bias.data() : nullptr;
+      args.residual = c.epilogue.residual ? residual.data() : nullptr;
+      args.ld_residual = n;
+      args.out_scale = 0.02f;
+      args.out_zero_point = 128;
+      std::vector<float> y(m * n, -3.f);
+      QuantizedActivations scratch;
+      layer.forward(x.data(), m, k, scratch, args, y.data(), n, pool);
+      return y;
+    };
+    const std::vector<std::int64_t> ms = {1, 2, 3, 4, 5, 6, 8, 9, 10, 33, 64};
+    std::vector<std::vector<float>> want;
+    for (std::int64_t m : ms) want.push_back(run(m));
+    for (const int gemm_min : {2, 9}) {
+      TuningDb db(cpu_signature());
+      GemmKey small = layer.key_for(1), large = layer.key_for(1);
+      small.bucket = MBucket::small;
+      large.bucket = MBucket::large;
+      TunedKernel gemv, gemm;
+      gemv.blocking = default_blocking(small);
+      gemv.gemm_min_m = gemm_min;
+      gemm.blocking = default_blocking(large);
+      gemm.thread_split = ThreadSplit::rows;
+      db.set(tuning_key_of(small, threads), gemv);
+      db.set(tuning_key_of(large, threads), gemm);
+      install_tuning(std::move(db), threads);
+      EXPECT_EQ(layer.key_for(gemm_min - 1).bucket, gemm_min == 2 ? MBucket::one : MBucket::small);
+      EXPECT_EQ(layer.key_for(gemm_min).bucket, MBucket::large);
+      EXPECT_EQ(tuned_thread_split(layer.key_for(64)), ThreadSplit::rows);
+      for (std::size_t i = 0; i < ms.size(); ++i) {
+        const std::vector<float> got = run(ms[i]);
+        ASSERT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0)
+            << c.scheme << " M " << ms[i] << " GEMM from " << gemm_min;
+        ++compared;
+      }
+    }
+  }
+  clear_tuning();
+  EXPECT_EQ(compared, 5 * 2 * 11);
+}
+
+// Every kernel of the model moved to the last (most different) blocking of its space;
+// small-M shapes switch to the GEMM kernel only from M = 9 and large-M calls split by rows.
 TuningDb everything_off_default(const std::vector<GemmKey>& keys, int threads) {
   TuningDb db(cpu_signature());
   for (const GemmKey& key : keys) {
     const std::vector<Blocking> space = blocking_candidates(key);
     TunedKernel tuned;
     tuned.blocking = space.back();
+    if (key.bucket == MBucket::small) tuned.gemm_min_m = 9;
+    if (key.bucket == MBucket::large) tuned.thread_split = ThreadSplit::rows;
     db.set(tuning_key_of(key, threads), tuned);
   }
   return db;

@@ -14,6 +14,8 @@
 #include "jit/tune/tuner.h"
 #include "model/llama_weights.h"
 #include "model/model_file.h"
+#include "ops/linear/quantized_linear.h"
+#include "ops/quant/pack.h"
 #include "tests/model/model_test_util.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
@@ -73,6 +75,48 @@ TEST(Tuner, TinyBudgetWritesADatabaseThisCpuAccepts) {
     EXPECT_EQ(key.threads, 1);
     EXPECT_GT(tuned.default_us, 0);
   }
+}
+
+// On two threads the tuner also decides how calls are made: the small-M task writes the
+// GEMV/GEMM threshold, the large-M task the thread split, and the report shows both.
+TEST(Tuner, TwoThreadsDecideTheCallPolicies) {
+  clear_tuning();
+  const std::int64_t n = 512, k = 512;
+  const auto w = std::vector<float>(n * k, 0.01f);
+  const PackedWeights packed = pack_weights(w.data(), n, k, parse_quant_scheme("int8"), 1);
+  const GemmKey shape = gemm_key_for(packed.header, Epilogue{}, best_isa(), 1);
+  TunerOptions options;
+  options.threads = 2;
+  options.budget_seconds = 30;
+  options.ms = {1, 4, 128};
+  TuningDb db(cpu_signature());
+  const TuneReport report = tune_kernels(std::vector<GemmKey>{shape}, options, db);
+  EXPECT_EQ(report.tasks, 3u);
+  ASSERT_EQ(report.tuned, 3u);
+  GemmKey small = shape, large = shape;
+  small.bucket = MBucket::small;
+  large.bucket = MBucket::large;
+  const TunedKernel* gemv = db.find(tuning_key_of(small, 2));
+  const TunedKernel* gemm = db.find(tuning_key_of(large, 2));
+  ASSERT_TRUE(gemv && gemm);
+  ASSERT_TRUE(gemv->gemm_min_m.has_value());
+  EXPECT_GE(*gemv->gemm_min_m, 2);
+  EXPECT_LE(*gemv->gemm_min_m, 9);
+  EXPECT_TRUE(gemm->thread_split.has_value());
+  ASSERT_EQ(report.policies.size(), 2u);
+  for (const CallPolicyMeasurement& p : report.policies) {
+    ASSERT_EQ(p.first_us.size(), p.ms.size());
+    ASSERT_EQ(p.second_us.size(), p.ms.size());
+    for (std::size_t i = 0; i < p.ms.size(); ++i)
+      EXPECT_TRUE(p.first_us[i] > 0 && p.second_us[i] > 0);
+  }
+  // What was written loads back with the same call policies.
+  test::ScratchDir dir;
+  db.save(dir.path() / "db.json");
+  const TuningDbLoad loaded = load_tuning_db(dir.path() / "db.json", cpu_signature());
+  ASSERT_TRUE(loaded.db) << loaded.error;
+  EXPECT_EQ(loaded.db->find(tuning_key_of(small, 2))->gemm_min_m, gemv->gemm_min_m);
+  EXPECT_EQ(loaded.db->find(tuning_key_of(large, 2))->thread_split, gemm->thread_split);
 }
 
 TEST(Tuner, NoBudgetTunesNothingAndSaysSo) {

@@ -1,0 +1,45 @@
+// Two measurements that decide how a shape's calls are made, rather than how its kernel
+// is built (the tuner runs them after the blocking search of the task they belong to):
+//
+//   thread split    (large-M task) the kept kernel split by units and by rows
+//                   (ops/linear/call_split.h), in interleaved pairs at each M of the bench;
+//                   rows is kept only where it beats units by more than the noise at every M
+//   GEMV/GEMM point (small-M task) the GEMV kernel and the GEMM kernel, interleaved, at
+//                   M = kCrossoverRows; per M the faster one by more than the noise wins
+//                   (a tie keeps the default's choice: GEMM from kDefaultGemmMinRows); the
+//                   threshold is the smallest measured M from which the GEMM kernel wins at
+//                   every larger measured M (one past the last when it never does)
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "jit/gemm/gemm_args.h"
+#include "jit/tune/blocking_search.h"
+#include "jit/tune/kernel_bench.h"
+
+namespace qforge {
+
+inline constexpr std::array<std::int64_t, 6> kCrossoverRows = {2, 3, 4, 5, 6, 8};
+
+struct SplitChoice {
+  bool finished = false;  // measured before the deadline
+  ThreadSplit split = ThreadSplit::units;
+  std::vector<double> units_us, rows_us;  // per M of the bench, medians
+  double noise = 0;
+};
+SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
+                                SteadyClock::time_point deadline);
+
+struct CrossoverChoice {
+  bool finished = false;
+  int gemm_min_m = 0;
+  std::vector<double> gemv_us, gemm_us;  // per M of the bench (kCrossoverRows), medians
+  double noise = 0;
+};
+// `bench` must have been set up for kCrossoverRows.
+CrossoverChoice find_gemm_crossover(GemmKernelFn gemv, GemmKernelFn gemm, KernelBench& bench,
+                                    SteadyClock::time_point deadline);
+
+}  // namespace qforge

@@ -1,0 +1,73 @@
+// How one kernel call is shared by the thread pool's threads:
+//
+//              units 0 .. U (16 columns each)
+//            +-------------+-------------+
+//   rows     |  thread 0   |  thread 1   |      units: thread t runs units [U t/T, U (t+1)/T)
+//   0 .. M   |             |             |             of every row (its own panels)
+//            +-------------+-------------+
+//
+//            +---------------------------+
+//            |  thread 0: rows [0, M/T)  |      rows:  thread t runs rows [M t/T, M (t+1)/T)
+//            +---------------------------+             of every unit (all panels; large M)
+//            |  thread 1                 |
+//            +---------------------------+
+//
+// A call under kMinOpsToSplit operations runs on the caller alone (waking a thread costs
+// more than it saves), and a row split with fewer rows than threads splits by units.
+// Either way every output element is computed by the same instructions on the same
+// operands, so the split never changes a result.
+#pragma once
+
+#include <cstdint>
+
+#include "jit/gemm/gemm_args.h"
+#include "jit/kernel/epilogue.h"
+#include "ops/linear/thread_pool.h"
+#include "ops/quant/activation.h"
+
+namespace qforge {
+
+inline constexpr double kMinOpsToSplit = 2.0 * (1 << 20);
+
+// What moving a call's first row needs besides the call itself.
+struct CallRows {
+  std::int64_t a_row_stride = 0;     // bytes between rows of quantized activations
+  std::int64_t groups = 0;           // activation group sums per row
+  std::int64_t c_element_bytes = 4;  // f32 output, or 1 for u8
+};
+CallRows call_rows_of(const QuantizedActivations& x, const Epilogue& epilogue);
+
+// `call` restricted to rows [first, end).
+GemmCallArgs rows_of(const GemmCallArgs& call, const CallRows& rows, std::int64_t first,
+                     std::int64_t end);
+
+// Runs `run(part)` for each thread's part of `call` (units [0, units), rows [0, call.m)).
+template <typename Run>
+void run_split(const GemmCallArgs& call, std::int64_t units, double ops, const CallRows& rows,
+               ThreadSplit split, ThreadPool& pool, Run&& run) {
+  const int threads = pool.size();
+  if (ops < kMinOpsToSplit || threads == 1) {
+    GemmCallArgs all = call;
+    all.unit_begin = 0;
+    all.unit_end = units;
+    run(all);
+    return;
+  }
+  if (split == ThreadSplit::rows && call.m >= threads) {
+    pool.run([&](int t) {
+      GemmCallArgs mine = rows_of(call, rows, call.m * t / threads, call.m * (t + 1) / threads);
+      mine.unit_begin = 0;
+      mine.unit_end = units;
+      run(mine);
+    });
+    return;
+  }
+  pool.run([&](int t) {
+    GemmCallArgs mine = call;
+    mine.unit_begin = units * t / threads;
+    mine.unit_end = units * (t + 1) / threads;
+    if (mine.unit_end > mine.unit_begin) run(mine);
+  });
+}
+
+}  // namespace qforge
