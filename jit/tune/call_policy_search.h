@@ -3,9 +3,9 @@
 //
 //   thread split    (large-M task) the kept kernel split by units and by rows
 //                   (ops/linear/call_split.h), in interleaved pairs at each M of the bench;
-//                   rows is kept only where it beats units by more than the noise at every M
+//                   rows is kept only where it beats units by more than the noise at each M
 //   GEMV/GEMM point (small-M task) the GEMV kernel and the GEMM kernel, interleaved, at
-//                   M = kCrossoverRows; per M the faster one by more than the noise wins
+//                   M = kCrossoverRows; per M the faster one by more than that M's noise wins
 //                   (a tie keeps the default's choice: GEMM from kDefaultGemmMinRows); the
 //                   threshold is the smallest measured M from which the GEMM kernel wins at
 //                   every larger measured M (one past the last when it never does)
@@ -27,7 +27,7 @@ struct SplitChoice {
   bool finished = false;  // measured before the deadline
   ThreadSplit split = ThreadSplit::units;
   std::vector<double> units_us, rows_us;  // per M of the bench, medians
-  double noise = 0;
+  double noise = 0;                       // the largest per-M noise (each M is judged by its own)
 };
 SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
                                 SteadyClock::time_point deadline);
@@ -36,7 +36,7 @@ struct CrossoverChoice {
   bool finished = false;
   int gemm_min_m = 0;
   std::vector<double> gemv_us, gemm_us;  // per M of the bench (kCrossoverRows), medians
-  double noise = 0;
+  double noise = 0;                      // the largest per-M noise (each M is judged by its own)
 };
 // `bench` must have been set up for kCrossoverRows.
 CrossoverChoice find_gemm_crossover(GemmKernelFn gemv, GemmKernelFn gemm, KernelBench& bench,
