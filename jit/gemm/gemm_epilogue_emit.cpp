@@ -33,7 +33,7 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
       if (!key_.asymmetric) vpslld(xsum, xsum, 3);  // int4 sym: zc = -8
     }
     for (int t = 0; t < t_count; ++t) {
-      const int pp = t / vectors_per_panel_, v = t % vectors_per_panel_;
+      const int pp = panel_of(t), v = vector_of(t);
       const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_;
       const Xmm sum = acc(r, t);
       if (isa_.vnni) vpsubd(sum, sum, vector_at(bk_, trailer + 64));
@@ -140,15 +140,16 @@ void GemmGenerator::emit_epilogue_from_registers(int rows, int units) {
 // One unit (16 output columns) of row r: `columns` of them are stored.
 void GemmGenerator::emit_unit_epilogue(int r, int u, int columns) {
   const int lanes_per_vector = vector_bytes_ / 4;
-  for (int v = 0; v < vectors_per_panel_; ++v) {
+  for (int s = 0; s < slice_vectors_; ++s) {
+    const int v = slice_first_ + s;  // vector of the panel this pass holds
     const int lanes = std::clamp(columns - v * lanes_per_vector, 0, lanes_per_vector);
     if (lanes == 0) continue;
-    const int t_gate = u * panels_per_unit_ * vectors_per_panel_ + v;
+    const int t_gate = u * panels_per_unit_ * slice_vectors_ + s;
     const Xmm y = groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t_gate) : acc(r, t_gate);
     const int column_bytes = u * 64 + v * vector_bytes_;
     if (key_.epilogue.bias) emit_masked_load_add(y, ak_, column_bytes, lanes);
     if (key_.epilogue.swiglu) {
-      const int t_up = t_gate + vectors_per_panel_;
+      const int t_up = t_gate + slice_vectors_;
       const Xmm up = groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t_up) : acc(r, t_up);
       emit_silu(y, 0);
       vmulps(y, y, up);

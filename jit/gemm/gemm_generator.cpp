@@ -47,6 +47,7 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   zmm_ = isa_.vector_bytes == 64;
   vector_bytes_ = isa_.vector_bytes;
   vectors_per_panel_ = isa_.vectors_per_panel();
+  slice_vectors_ = slice_vectors(key);
   panels_per_unit_ = key.panels_per_unit();
   groups_ = key.groups();
   k_per_row_ = key.bits == 8 ? 4 : 8;
@@ -188,10 +189,21 @@ void GemmGenerator::emit_row_loop(int units) {
 }
 
 void GemmGenerator::emit_tile(int rows, int units) {
+  for (slice_first_ = 0; slice_first_ < vectors_per_panel_; slice_first_ += slice_vectors_)
+    emit_tile_pass(rows, units);
+  slice_first_ = 0;
+}
+
+// One pass over the tile's panels (all of each panel, or one column slice of it).
+void GemmGenerator::emit_tile_pass(int rows, int units) {
   tile_rows_ = rows;
   tile_per_row_ = per_row(units);
   const int t_count = per_row(units);
-  const std::string tile = "tile " + std::to_string(rows) + "x" + std::to_string(units) + ": ";
+  std::string tile = "tile " + std::to_string(rows) + "x" + std::to_string(units) + ": ";
+  if (slice_vectors_ < vectors_per_panel_)
+    tile = "tile " + std::to_string(rows) + "x" + std::to_string(units) + " columns " +
+           std::to_string(slice_first_ * vector_bytes_ / 4) + "-" +
+           std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
   // Constant registers (the epilogue of the previous tile may have used them as temps).
   if (key_.bits == 4) vmovups(nibble_mask(), constant(kConstNibbleMask));
@@ -273,9 +285,9 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
     const std::int64_t base = pp * panel_bytes_ + disp_b;
     if (key_.blocking.prefetch_distance > 0)
       prefetcht0(ptr[bk_ + base + key_.blocking.prefetch_distance]);
-    for (int v = 0; v < vectors_per_panel_; ++v) {
-      const int t = pp * vectors_per_panel_ + v;
-      const Address at = vector_at(bk_, base + v * vector_bytes_);
+    for (int s = 0; s < slice_vectors_; ++s) {
+      const int t = pp * slice_vectors_ + s;
+      const Address at = vector_at(bk_, base + vector_of(t) * vector_bytes_);
       if (key_.bits == 8) {
         if (zmm_)
           vmovdqu32(weight(t, false), at);

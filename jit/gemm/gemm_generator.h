@@ -51,6 +51,7 @@ class GemmGenerator : public JitGenerator {
   void emit_unit_loop();
   void emit_row_loop(int units);
   void emit_tile(int rows, int units);
+  void emit_tile_pass(int rows, int units);
   void emit_group_k(int rows, int units);
   void emit_k_rows(int rows, int units, int count);
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
@@ -84,13 +85,18 @@ class GemmGenerator : public JitGenerator {
   Xbyak::Address vector_at(const Reg64& base, std::int64_t offset) const;
   Xbyak::Address bcast_at(const Reg64& base, std::int64_t offset) const;
   void zero(const Xmm& x);
-  int per_row(int units) const { return units * panels_per_unit_ * vectors_per_panel_; }
+  int per_row(int units) const { return units * panels_per_unit_ * slice_vectors_; }
+  // Vector t of a tile row: panel t / V, vector slice_first_ + t % V of that panel.
+  int panel_of(int t) const { return t / slice_vectors_; }
+  int vector_of(int t) const { return slice_first_ + t % slice_vectors_; }
 
   GemmKey key_;
   VectorIsa isa_;
   RegisterPlan plan_;
   bool zmm_;
   int panels_per_unit_, vectors_per_panel_, vector_bytes_;
+  int slice_vectors_;    // vectors of each panel per pass (register_budget.h)
+  int slice_first_ = 0;  // first vector of the pass being emitted
   std::int64_t groups_, rows_per_group_, panel_bytes_, group_data_bytes_, trailer_bytes_;
   std::int64_t a_stride_, k_per_row_, n_padded_;
   int max_per_row_;

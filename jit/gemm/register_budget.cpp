@@ -17,9 +17,16 @@ VectorIsa vector_isa_of(Isa isa) {
   }
 }
 
+int slice_vectors(const GemmKey& key) {
+  const VectorIsa v = vector_isa_of(key.isa);
+  const bool ymm_swiglu_gemm =
+      v.vectors_per_panel() > 1 && key.epilogue.swiglu && key.bucket != MBucket::one;
+  return ymm_swiglu_gemm ? 1 : v.vectors_per_panel();
+}
+
 RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
   const VectorIsa v = vector_isa_of(key.isa);
-  const int per_row = b.nr * key.panels_per_unit() * v.vectors_per_panel();
+  const int per_row = b.nr * key.panels_per_unit() * slice_vectors(key);
   RegisterPlan plan;
   plan.accumulators = b.mr * per_row;
   plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;

@@ -3,7 +3,7 @@
 // never propose a tile that does not fit).
 //
 // Roles, for a tile of MR rows x NR units (P = NR * panels_per_unit packed panels,
-// V vectors per 16-column panel: 1 zmm or 2 ymm, T = P * V vectors per row):
+// V vectors of each 16-column panel per pass, T = P * V vectors per row):
 //   accumulators     MR * T           int32, from the top of the register file down
 //   float sums       MR * T           only when the kernel has several groups; kept in
 //                                     registers if they fit, else in the stack frame
@@ -12,6 +12,15 @@
 //   fixed            1 broadcast (+ nibble mask, + one AVX2 dot temp; AVX2's 0x80 and
 //                    ones16 constants are memory operands)
 // The epilogue needs kEpilogueTemps registers besides the live sums.
+//
+// V is the whole panel (1 zmm or 2 ymm) except for the ymm SwiGLU GEMM (M > 1): there a
+// gate/up pair needs 4 ymm per row, which leaves room for one row on AVX2, so the kernel
+// makes one pass per 8-column half of the panels (V = 1), with the second half's weights
+// re-read from L2:
+//
+//   panel pair  gate [cols 0-7 | cols 8-15]  up [cols 0-7 | cols 8-15]
+//   pass 0      gate cols 0-7,  up cols 0-7   -> silu(g) * u for output columns 0-7
+//   pass 1      gate cols 8-15, up cols 8-15  -> output columns 8-15
 #pragma once
 
 #include "jit/gemm/gemm_key.h"
@@ -36,6 +45,9 @@ struct RegisterPlan {
   int fixed = 0;
   int total() const { return accumulators + float_sums + weights + fixed; }
 };
+
+// Vectors of each panel one pass of the kernel handles (V above).
+int slice_vectors(const GemmKey& key);
 
 // The plan for `blocking` under `key`'s ISA and scheme; fits() says whether it is legal.
 RegisterPlan plan_registers(const GemmKey& key, const Blocking& blocking);

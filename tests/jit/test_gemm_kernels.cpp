@@ -37,6 +37,35 @@ void expect_kernel_matches(const test::KernelCase& c) {
   EXPECT_EQ(error, "") << test::describe(c);
 }
 
+// The ymm SwiGLU GEMM makes one pass per 8-column half of its panel pairs
+// (register_budget.h), so it holds more rows than the 1-row tile a whole pair allows:
+// every tail of N (none, inside the first half, inside the second), every M tail, int8
+// and int4, f32 and u8 output.
+TEST(GemmKernels, SwigluColumnPassesMatchTheReference) {
+  for (Isa isa : kernel_isas()) {
+    if (vector_isa_of(isa).vectors_per_panel() == 1) continue;  // zmm: one pass
+    for (const char* scheme : {"int8", "int4-g32-asym", "int8-g64"})
+      for (std::int64_t n : {16, 21, 29, 40})
+        for (std::int64_t m : {2, 4, 5, 7, 11, 33}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.k = 128;
+          c.scheme = parse_quant_scheme(scheme);
+          c.epilogue = test::epilogue_number(m % 2 ? 3 : 7);  // SwiGLU, SwiGLU + u8
+          c.seed = 977 + m * 7 + n;
+          const GemmKey key = test::key_for(c, make_packed_header(n, c.k, c.scheme, true));
+          if (key.bucket != MBucket::one) {
+            EXPECT_EQ(slice_vectors(key), 1) << kernel_name(key);
+            EXPECT_GE(default_blocking(key).mr * default_blocking(key).nr, 2) << kernel_name(key);
+          }
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+  }
+}
+
 TEST(GemmKernels, EveryTailClassAndEpilogue) {
   const auto isas = kernel_isas();
   ASSERT_FALSE(isas.empty()) << "no kernel ISA usable on this CPU";
