@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "jit/base/error.h"
@@ -114,14 +115,16 @@ void pack_from_float(PackedWeights& packed, const float* const sources[2], int t
   const int halves = h.interleaved_pair ? 2 : 1;
   if (panel_end < 0) panel_end = geo.panels;
   if (rows_available < 0) rows_available = h.n;
+  // Per-group scales check each group as they read it (below); one scale for the tensor
+  // needs the whole of it first.
+  const bool per_tensor = scheme.granularity == Granularity::per_tensor;
+  GroupParams tensor_params[2];
   for (int s = 0; s < halves; ++s) {
     QF_REQUIRE(sources[s] != nullptr, "pack: weights pointer is null");
+    if (!per_tensor) continue;
     require_finite(sources[s], rows_available * k, "pack: weights");
+    tensor_params[s] = choose_group_params(sources[s], h.n * k, h.bits, h.asymmetric);
   }
-  GroupParams tensor_params[2];
-  if (scheme.granularity == Granularity::per_tensor)
-    for (int s = 0; s < halves; ++s)
-      tensor_params[s] = choose_group_params(sources[s], h.n * k, h.bits, h.asymmetric);
 
   parallel_for(
       panel_end - panel_begin, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
@@ -140,10 +143,15 @@ void pack_from_float(PackedWeights& packed, const float* const sources[2], int t
                 continue;
               }
               const float* values = sources[pc.half] + (pc.column - first_row) * k + k0;
-              const GroupParams p =
-                  scheme.granularity == Granularity::per_tensor
-                      ? tensor_params[pc.half]
-                      : choose_group_params_fast(values, count, h.bits, h.asymmetric);
+              bool finite = true;
+              const GroupParams p = per_tensor ? tensor_params[pc.half]
+                                               : choose_group_params_fast(values, count, h.bits,
+                                                                          h.asymmetric, &finite);
+              if (!finite)  // locate it: the message names the row and the element
+                require_finite(values, count,
+                               ("pack: weights row " + std::to_string(pc.column) +
+                                " from element " + std::to_string(k0))
+                                   .c_str());
               pg.params[c] = p;
               quantize_group_fast(values, count, g, p, h.bits, h.asymmetric, q);
             }

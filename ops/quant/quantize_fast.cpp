@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "jit/cpu/cpu_info.h"
 
@@ -14,23 +15,34 @@ bool use_avx2() {
   return avx2;
 }
 
-__attribute__((target("avx2"))) void min_max_avx2(const float* v, std::int64_t count, float* lo,
+// The range of v (including 0); returns false if any value is infinite or NaN (an
+// all-ones exponent), checked in the same pass.
+__attribute__((target("avx2"))) bool min_max_avx2(const float* v, std::int64_t count, float* lo,
                                                   float* hi) {
   __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();  // the range includes 0
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i bad = _mm256_setzero_si256();
   std::int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 x = _mm256_loadu_ps(v + i);
     vlo = _mm256_min_ps(vlo, x);
     vhi = _mm256_max_ps(vhi, x);
+    const __m256i e = _mm256_and_si256(_mm256_castps_si256(x), exponent);
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exponent));
   }
   float l[8], h[8];
   _mm256_storeu_ps(l, vlo);
   _mm256_storeu_ps(h, vhi);
   float a = 0.f, b = 0.f;
   for (int j = 0; j < 8; ++j) a = std::min(a, l[j]), b = std::max(b, h[j]);
-  for (; i < count; ++i) a = std::min(a, v[i]), b = std::max(b, v[i]);
+  bool finite = _mm256_testz_si256(bad, bad) != 0;
+  for (; i < count; ++i) {
+    a = std::min(a, v[i]), b = std::max(b, v[i]);
+    finite = finite && std::isfinite(v[i]);
+  }
   *lo = a;
   *hi = b;
+  return finite;
 }
 
 // round_half_away(x / s) (+ z), clamped to [q_min, q_max], as int16.
@@ -61,10 +73,15 @@ __attribute__((target("avx2"))) void quantize_avx2(const float* v, std::int64_t 
 }  // namespace
 
 GroupParams choose_group_params_fast(const float* values, std::int64_t count, int bits,
-                                     bool asymmetric) {
-  if (!use_avx2()) return choose_group_params(values, count, bits, asymmetric);
+                                     bool asymmetric, bool* finite) {
+  if (!use_avx2()) {
+    if (finite)
+      *finite = std::all_of(values, values + count, [](float v) { return std::isfinite(v); });
+    return choose_group_params(values, count, bits, asymmetric);
+  }
   float lo, hi;
-  min_max_avx2(values, count, &lo, &hi);
+  const bool all_finite = min_max_avx2(values, count, &lo, &hi);
+  if (finite) *finite = all_finite;
   return group_params_from_range(lo, hi, bits, asymmetric);
 }
 

@@ -10,9 +10,10 @@
 
 namespace qforge {
 
-// choose_group_params over `count` values.
+// choose_group_params over `count` values; *finite (when given) says whether every one
+// of them is finite (the same pass reads them).
 GroupParams choose_group_params_fast(const float* values, std::int64_t count, int bits,
-                                     bool asymmetric);
+                                     bool asymmetric, bool* finite = nullptr);
 
 // q[i] = quantize_value(i < count ? values[i] : 0, params) for i in [0, group).
 void quantize_group_fast(const float* values, std::int64_t count, std::int64_t group,

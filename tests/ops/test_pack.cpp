@@ -2,6 +2,9 @@
 // bytes sit where DESIGN.md's layout says, and threads do not change the result.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 #include <cmath>
 #include <cstring>
 
@@ -203,6 +206,35 @@ TEST(Pack, RejectsBadInput) {
   EXPECT_THROW(pack_weights(w.data(), 1, 0, parse_quant_scheme("int8")), Error);
   w[63] = std::nanf("");
   EXPECT_THROW(pack_weights(w.data(), 1, 64, parse_quant_scheme("int8")), Error);
+}
+
+// A non-finite weight anywhere (inside the 8-wide body of a group or in its tail, any
+// row, either half of a SwiGLU pair) is refused with the row named, whatever the scheme.
+TEST(Pack, NonFiniteWeightsAreNamed) {
+  const std::int64_t n = 37, k = 100;
+  for (const char* scheme : {"int8", "int8-g32", "int4-g32-asym", "int4-g128", "int8-tensor"})
+    for (const float bad :
+         {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+          std::numeric_limits<float>::quiet_NaN()})
+      for (const std::int64_t at :
+           {std::int64_t{0}, std::int64_t{5 * k + 3}, std::int64_t{20 * k + 97}, n * k - 1}) {
+        std::vector<float> w(n * k, 0.25f);
+        w[at] = bad;
+        try {
+          (void)pack_weights(w.data(), n, k, parse_quant_scheme(scheme));
+          ADD_FAILURE() << scheme << ": weight " << at << " = " << bad << " was packed";
+        } catch (const Error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("not finite"), std::string::npos) << what;
+          if (std::string(scheme) != "int8-tensor") {
+            EXPECT_NE(what.find("row " + std::to_string(at / k)), std::string::npos) << what;
+          }
+        }
+        std::vector<float> up(n * k, 0.5f);
+        up[at] = bad;
+        EXPECT_THROW((void)pack_swiglu_pair(w.data(), up.data(), n, k, parse_quant_scheme(scheme)),
+                     Error);
+      }
 }
 
 }  // namespace
