@@ -53,16 +53,31 @@ const std::vector<float>& stacked_f32(const Sources& tensors, int threads,
   return out;
 }
 
-// Lets the kernel drop the pages of a tensor already converted, so a model's file and
-// its packed copy are not both resident (peak RSS stays near the packed size).
-void release_pages(const TensorView& tensor) {
+// Lets the kernel drop the file pages wholly inside [data, data + bytes): a tensor (or
+// rows of it) already converted, so a model's file and its packed copy are not both
+// resident (peak RSS stays near the packed size). Reading them again refaults them.
+void release_range(const std::byte* data, std::uint64_t bytes) {
   const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = (reinterpret_cast<std::uintptr_t>(tensor.data) + page - 1) / page * page;
-  const auto end = (reinterpret_cast<std::uintptr_t>(tensor.data) + tensor.byte_size) / page * page;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) / page * page;
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-// Rows [first, first + count) of `tensors` stacked, as f32, for pack_weights_by_rows.
+void release_pages(const TensorView& tensor) {
+  release_range(tensor.data, tensor.byte_size);
+}
+
+// Rows [first, first + count) of `tensor` (ggml rows are whole blocks, so a row is
+// byte_size / rows bytes).
+void release_rows(const TensorView& tensor, std::int64_t first, std::int64_t count) {
+  if (tensor.rows <= 0) return;
+  const std::uint64_t row_bytes = tensor.byte_size / static_cast<std::uint64_t>(tensor.rows);
+  release_range(tensor.data + static_cast<std::uint64_t>(first) * row_bytes,
+                static_cast<std::uint64_t>(count) * row_bytes);
+}
+
+// Rows [first, first + count) of `tensors` stacked, as f32, for pack_weights_by_rows;
+// the file pages of rows converted are released as it goes.
 RowSource stacked_rows(const Sources& tensors, int threads) {
   return [tensors, threads](std::int64_t first, std::int64_t count, float* out) {
     parallel_for(count, count * tensors[0]->columns >= (1 << 18) ? threads : 1,
@@ -75,6 +90,18 @@ RowSource stacked_rows(const Sources& tensors, int threads) {
                      tensors[t]->row_to_f32(row, std::span<float>(out + i * columns, columns));
                    }
                  });
+    std::int64_t row = first, left = count;
+    for (const TensorView* t : tensors) {
+      if (row >= t->rows) {
+        row -= t->rows;
+        continue;
+      }
+      const std::int64_t here = std::min(left, t->rows - row);
+      release_rows(*t, row, here);
+      left -= here;
+      row = 0;
+      if (left == 0) break;
+    }
   };
 }
 
@@ -131,14 +158,19 @@ class LayerBuilder {
           pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
           LinearFusion::swiglu);
     }
+    const QuantScheme scheme = scheme_for({&gate, &up});
+    if (precision_.quantized && scheme.granularity != Granularity::per_tensor)
+      return std::make_unique<JitLinear>(
+          pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}, threads_),
+                                   stacked_rows({&up}, threads_), threads_),
+          LinearFusion::swiglu);
     const std::vector<float>& gate_up = stacked_f32({&gate, &up}, threads_, scratch_);
     if (!precision_.quantized)
       return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
                                            dense_bf16());
     const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
-        pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme_for({&gate, &up}), threads_),
-        LinearFusion::swiglu);
+        pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu);
   }
 
   // The scheme for requantized tensors: in a native run, Q4_1 (whose float offset the

@@ -171,24 +171,52 @@ PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
   return packed;
 }
 
+namespace {
+
+// Packs `packed` a chunk of rows at a time: about 16 MiB of floats per source per chunk,
+// a whole number of 16-row blocks (panels, or panel pairs of an interleaved pair).
+PackedWeights pack_by_rows(PackedWeights packed, const RowSource* const rows[2], int threads) {
+  const PackedHeader& h = packed.header;
+  QF_REQUIRE(scheme_of(h).granularity != Granularity::per_tensor,
+             "pack: per-tensor scales need the whole matrix at once");
+  const std::int64_t n = h.n, k = h.k;
+  const int halves = h.interleaved_pair ? 2 : 1;
+  const std::int64_t blocks = (n + kPanelWidth - 1) / kPanelWidth;
+  const std::int64_t blocks_per_chunk = std::max<std::int64_t>(
+      1, (std::int64_t{4} << 20) / (kPanelWidth * std::max<std::int64_t>(k, 1)));
+  std::vector<float> chunk[2];
+  for (std::int64_t b = 0; b < blocks; b += blocks_per_chunk) {
+    const std::int64_t b_end = std::min(blocks, b + blocks_per_chunk);
+    const std::int64_t first = b * kPanelWidth, count = std::min(n, b_end * kPanelWidth) - first;
+    const float* sources[2] = {nullptr, nullptr};
+    for (int s = 0; s < halves; ++s) {
+      chunk[s].resize(static_cast<std::size_t>(count * k));
+      (*rows[s])(first, count, chunk[s].data());
+      sources[s] = chunk[s].data();
+    }
+    pack_from_float(packed, sources, threads, b * halves, b_end * halves, first, count);
+  }
+  return packed;
+}
+
+}  // namespace
+
 PackedWeights pack_weights_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
                                    const RowSource& rows, int threads) {
   QF_REQUIRE(scheme.granularity != Granularity::per_tensor,
              "pack: per-tensor scales need the whole matrix at once");
-  PackedWeights packed = allocate(make_packed_header(n, k, scheme));
-  // About 16 MiB of floats per chunk, a whole number of panels.
-  const std::int64_t panels_per_chunk = std::max<std::int64_t>(
-      1, (std::int64_t{4} << 20) / (kPanelWidth * std::max<std::int64_t>(k, 1)));
-  std::vector<float> chunk;
-  for (std::int64_t p = 0; p < packed.geometry.panels; p += panels_per_chunk) {
-    const std::int64_t p_end = std::min(packed.geometry.panels, p + panels_per_chunk);
-    const std::int64_t first = p * kPanelWidth, count = std::min(n, p_end * kPanelWidth) - first;
-    chunk.resize(static_cast<std::size_t>(count * k));
-    rows(first, count, chunk.data());
-    const float* sources[2] = {chunk.data(), nullptr};
-    pack_from_float(packed, sources, threads, p, p_end, first, count);
-  }
-  return packed;
+  const RowSource* const sources[2] = {&rows, nullptr};
+  return pack_by_rows(allocate(make_packed_header(n, k, scheme)), sources, threads);
+}
+
+PackedWeights pack_swiglu_pair_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                       const RowSource& gate_rows, const RowSource& up_rows,
+                                       int threads) {
+  QF_REQUIRE(scheme.granularity != Granularity::per_tensor,
+             "pack: per-tensor scales need the whole matrix at once");
+  const RowSource* const sources[2] = {&gate_rows, &up_rows};
+  return pack_by_rows(allocate(make_packed_header(n, k, scheme, /*interleaved_pair=*/true)),
+                      sources, threads);
 }
 
 PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t n, std::int64_t k,

@@ -34,6 +34,10 @@ PackedWeights pack_weights_by_rows(std::int64_t n, std::int64_t k, const QuantSc
 // Packs two N x K matrices as interleaved gate/up panels for the fused SwiGLU kernel.
 PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t n, std::int64_t k,
                                const QuantScheme& scheme, int threads = 0);
+// The same a chunk of rows of both at a time (same bytes; not for per-tensor scales).
+PackedWeights pack_swiglu_pair_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                       const RowSource& gate_rows, const RowSource& up_rows,
+                                       int threads = 0);
 // Packs an already quantized tensor exactly (no requantization), e.g. a GGUF Q8_0 tensor.
 PackedWeights pack_quantized(const QuantizedTensor& tensor, int threads = 0);
 // The same for a gate/up pair (same scheme and shape), interleaved as pack_swiglu_pair does.

@@ -169,6 +169,41 @@ TEST(Pack, ByRowsMatchesTheWholeMatrix) {
                Error);
 }
 
+// The same for an interleaved gate/up pair: both sources are read a chunk at a time, in
+// step, and the bytes are those of packing the two whole matrices.
+TEST(Pack, SwigluPairByRowsMatchesTheWholePair) {
+  struct Shape {
+    std::int64_t n, k;
+    const char* scheme;
+  };
+  for (const Shape& s : {Shape{5000, 1024, "int8"}, Shape{37, 96, "int4-g32-asym"},
+                         Shape{3001, 2048, "int4-g128"}}) {
+    const auto gate = test::random_floats(s.n * s.k, 19, 1.f);
+    const auto up = test::random_floats(s.n * s.k, 20, 1.f);
+    const QuantScheme scheme = parse_quant_scheme(s.scheme);
+    const PackedWeights whole = pack_swiglu_pair(gate.data(), up.data(), s.n, s.k, scheme, 2);
+    std::int64_t gate_read = 0, up_read = 0, calls = 0;
+    auto source = [&](const std::vector<float>& w, std::int64_t& read) {
+      return [&](std::int64_t first, std::int64_t count, float* out) {
+        ASSERT_EQ(first, read);
+        std::memcpy(out, w.data() + first * s.k, sizeof(float) * count * s.k);
+        read += count;
+        ++calls;
+      };
+    };
+    const PackedWeights by_rows =
+        pack_swiglu_pair_by_rows(s.n, s.k, scheme, source(gate, gate_read), source(up, up_read), 2);
+    EXPECT_EQ(gate_read, s.n);
+    EXPECT_EQ(up_read, s.n);
+    if (s.n * s.k > (std::int64_t{4} << 20)) {
+      EXPECT_GT(calls, 2) << s.n;
+    }
+    ASSERT_EQ(whole.geometry.total_bytes, by_rows.geometry.total_bytes);
+    EXPECT_EQ(std::memcmp(whole.data.data(), by_rows.data.data(), whole.geometry.total_bytes), 0)
+        << s.n << " x " << s.k << " " << s.scheme;
+  }
+}
+
 TEST(Pack, QuantizedTensorPacksExactly) {
   const auto w = test::random_floats(40 * 96, 4, 1.f);
   for (const char* name : {"int8-g32", "int4-g32", "int4-g32-asym", "int8-asym"}) {
