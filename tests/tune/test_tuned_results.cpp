@@ -35,6 +35,34 @@ struct LayerCase {
   std::int64_t m;
 };
 
+// The layer of a case: N x K random weights (a gate/up pair for SwiGLU), packed.
+QuantizedLinear layer_of(const LayerCase& c, std::int64_t n, std::int64_t k, unsigned seed) {
+  const QuantScheme scheme = parse_quant_scheme(c.scheme);
+  const auto w = test::random_floats(2 * n * k, seed, 0.05f);
+  PackedWeights packed = c.epilogue.swiglu
+                             ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
+                             : pack_weights(w.data(), n, k, scheme, 1);
+  return QuantizedLinear(std::move(packed), c.epilogue);
+}
+
+// y = layer(x) for M random rows, with the case's bias / residual / u8 output arguments.
+std::vector<float> run_layer(const QuantizedLinear& layer, const LayerCase& c, std::int64_t m,
+                             std::int64_t n, std::int64_t k, ThreadPool& pool, unsigned seed) {
+  const auto x = test::random_floats(m * k, seed, 1.f);
+  const auto bias = test::random_floats(n, seed + 1, 0.5f);
+  const auto residual = test::random_floats(m * n, seed + 2, 1.f);
+  EpilogueArgs args;
+  args.bias = c.epilogue.bias ? bias.data() : nullptr;
+  args.residual = c.epilogue.residual ? residual.data() : nullptr;
+  args.ld_residual = n;
+  args.out_scale = 0.02f;
+  args.out_zero_point = 128;
+  std::vector<float> y(m * n, -3.f);
+  QuantizedActivations scratch;
+  layer.forward(x.data(), m, k, scratch, args, y.data(), n, pool);
+  return y;
+}
+
 TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
   const std::int64_t n = 200, k = 320;
   int compared = 0;
@@ -44,28 +72,9 @@ TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
         LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 6}})
     for (int threads : {1, 2}) {
       clear_tuning();
-      const QuantScheme scheme = parse_quant_scheme(c.scheme);
-      const auto w = test::random_floats(2 * n * k, 11, 0.05f);
-      PackedWeights packed = c.epilogue.swiglu
-                                 ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
-                                 : pack_weights(w.data(), n, k, scheme, 1);
-      const QuantizedLinear layer(std::move(packed), c.epilogue);
-      const auto x = test::random_floats(c.m * k, 12, 1.f);
-      const auto bias = test::random_floats(n, 13, 0.5f);
-      const auto residual = test::random_floats(c.m * n, 14, 1.f);
-      EpilogueArgs args;
-      args.bias = c.epilogue.bias ? bias.data() : nullptr;
-      args.residual = c.epilogue.residual ? residual.data() : nullptr;
-      args.ld_residual = n;
-      args.out_scale = 0.02f;
-      args.out_zero_point = 128;
+      const QuantizedLinear layer = layer_of(c, n, k, 11);
       ThreadPool pool(threads);
-      auto run = [&] {
-        std::vector<float> y(c.m * n, -3.f);
-        QuantizedActivations scratch;
-        layer.forward(x.data(), c.m, k, scratch, args, y.data(), n, pool);
-        return y;
-      };
+      auto run = [&] { return run_layer(layer, c, c.m, n, k, pool, 12); };
       const GemmKey key = layer.key_for(c.m);
       const Blocking original = key.blocking;
       ASSERT_EQ(original, default_blocking(key));
@@ -100,26 +109,9 @@ TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
         LayerCase{"int8-g64", {.residual = true}, 0}, LayerCase{"int4-g64", {.swiglu = true}, 0},
         LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 0}}) {
     clear_tuning();
-    const QuantScheme scheme = parse_quant_scheme(c.scheme);
-    const auto w = test::random_floats(2 * n * k, 21, 0.05f);
-    PackedWeights packed = c.epilogue.swiglu
-                               ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
-                               : pack_weights(w.data(), n, k, scheme, 1);
-    const QuantizedLinear layer(std::move(packed), c.epilogue);
-    const auto bias = test::random_floats(n, 23, 0.5f);
+    const QuantizedLinear layer = layer_of(c, n, k, 21);
     auto run = [&](std::int64_t m) {
-      const auto x = test::random_floats(m * k, 22 + static_cast<unsigned>(m), 1.f);
-      const auto residual = test::random_floats(m * n, 24, 1.f);
-      EpilogueArgs args;
-      args.bias = c.epilogue.bias ? bias.data() : nullptr;
-      args.residual = c.epilogue.residual ? residual.data() : nullptr;
-      args.ld_residual = n;
-      args.out_scale = 0.02f;
-      args.out_zero_point = 128;
-      std::vector<float> y(m * n, -3.f);
-      QuantizedActivations scratch;
-      layer.forward(x.data(), m, k, scratch, args, y.data(), n, pool);
-      return y;
+      return run_layer(layer, c, m, n, k, pool, 22 + static_cast<unsigned>(m));
     };
     const std::vector<std::int64_t> ms = {1, 2, 3, 4, 5, 6, 8, 9, 10, 33, 64};
     std::vector<std::vector<float>> want;
