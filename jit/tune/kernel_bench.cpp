@@ -53,9 +53,9 @@ PackedWeights pack_for(const GemmKey& shape, int threads) {
   return pack_swiglu_pair(w.data(), up.data(), shape.n, shape.k, scheme, threads);
 }
 
-int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes) {
+int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes, bool cold) {
   const std::int64_t smallest = *std::min_element(ms.begin(), ms.end());
-  if (smallest > 4) return 1;
+  if (smallest > 4 && !cold) return 1;
   const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
   return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
 }
@@ -73,12 +73,13 @@ SampleStats stats_of(std::vector<double> samples) {
   return s;
 }
 
-KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool)
+KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool,
+                         Weights weights)
     : shape_(shape), pool_(pool), ms_(ms.begin(), ms.end()) {
   QF_REQUIRE(!ms_.empty(), "tune: no M values");
   const PackedWeights packed = pack_for(shape, pool.size());
   weight_bytes_ = packed.geometry.total_bytes;
-  copies_ = rotation_copies(ms_, weight_bytes_);
+  copies_ = rotation_copies(ms_, weight_bytes_, weights == Weights::cold);
   weights_.resize(static_cast<std::size_t>(weight_bytes_) * copies_);
   for (int c = 0; c < copies_; ++c)
     std::memcpy(weights_.data() + c * weight_bytes_, packed.data.data(), weight_bytes_);

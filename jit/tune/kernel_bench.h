@@ -2,9 +2,10 @@
 // the same data, the way the call site runs it:
 //
 //   weights   W copies of the packed matrix, back to back:  [copy 0][copy 1]...[copy W-1]
-//             W = 1 for M > 4 (GEMM reuses its weights from cache, as prefill does);
-//             for M <= 4 enough copies to span 8 x the reported L3, and every call reads the
-//             next one, so memory is measured, not cache
+//             W = 1 for M > 4 (a GEMM reuses its weights from cache within a call);
+//             for M <= 4, or when asked for cold weights, enough copies to span 8 x the
+//             reported L3, and every call reads the next one, so memory is measured, not
+//             cache (a model's layers reach each call with their weights cold)
 //   per M     quantized activations, the output, bias / residual when the epilogue has them
 //   a call    split over the pool as QuantizedLinear::forward splits it (call_split.h), by
 //             units unless the caller asks for rows
@@ -32,7 +33,9 @@ class KernelBench {
  public:
   // Packs random weights for `shape` (throws qforge::Error when its header cannot be
   // reproduced) and prepares operands for each of `ms`.
-  KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool);
+  enum class Weights { automatic, cold };
+  KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms, ThreadPool& pool,
+              Weights weights = Weights::automatic);
 
   std::span<const std::int64_t> ms() const { return ms_; }
   std::int64_t weight_bytes() const { return weight_bytes_; }  // one copy

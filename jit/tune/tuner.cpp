@@ -80,15 +80,17 @@ void add_result(const Task& task, const SearchResult& found, std::int64_t weight
 }
 
 // Large-M task: units or rows, with the blocking just kept (needs two threads and at
-// least as many rows as threads at every M).
-void tune_thread_split(const Task& task, const Blocking& kept, KernelBench& bench,
-                       SteadyClock::time_point deadline, int threads, TuningDb& db,
-                       TuneReport& report) {
+// least as many rows as threads at every M). Timed on cold weight copies: a rows split
+// streams all of a layer's weights on every thread, which warm weights would hide.
+void tune_thread_split(const Task& task, const Blocking& kept, ThreadPool& pool,
+                       SteadyClock::time_point deadline, TuningDb& db, TuneReport& report) {
+  const int threads = pool.size();
   if (threads < 2) return;
   for (std::int64_t m : task.ms)
     if (m < threads) return;
   GemmKey key = task.shape;
   key.blocking = kept;
+  KernelBench bench(task.shape, task.ms, pool, KernelBench::Weights::cold);
   const GemmGenerator code(key);
   const SplitChoice choice = choose_thread_split(code.kernel(), bench, deadline);
   if (!choice.finished) {
@@ -189,7 +191,7 @@ TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions&
         }
         add_result(task, found, bench.weight_bytes(), options, db, report);
         if (task.shape.bucket == MBucket::large)
-          tune_thread_split(task, found.best, bench, deadline, pool.size(), db, report);
+          tune_thread_split(task, found.best, pool, deadline, db, report);
         if (task.shape.bucket == MBucket::small)
           tune_crossover(task, found.best, pool, deadline, db, report);
       } catch (const std::exception& e) {

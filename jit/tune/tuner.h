@@ -10,8 +10,9 @@
 //                                                                         losers > 1.2x dropped
 //     confirm     default and best interleaved; the best is kept only if it beats the
 //                 default by more than the noise (spread, and drift between its runs)
-//     calls       large-M task: split by units or by rows; small-M task: the M from which
-//                 the GEMM kernel beats the GEMV kernel (call_policy_search.h)
+//     calls       large-M task: split by units or by rows (on cold weight copies); small-M
+//                 task: the M from which the GEMM kernel beats the GEMV kernel
+//                 (call_policy_search.h)
 //
 // Tasks run in decode-first order (M = 1, then GEMM, then 2..4), each with an equal share
 // of what is left of the budget; tasks whose share ran out (big GEMMs) get a second pass
