@@ -66,12 +66,12 @@ void print_table(const TuneReport& report) {
   }
 }
 
-// How calls are made: the thread split of large-M calls, the GEMV/GEMM point of small M.
+// How calls are made: the thread split of large-M calls, the GEMV/GEMM and AMX points.
 void print_policies(const TuneReport& report) {
   if (report.policies.empty()) return;
   std::printf(
-      "\ncalls (median us per call; first = units split or GEMV, second = rows split "
-      "or GEMM):\n");
+      "\ncalls (median us per call; first = units split, GEMV or zmm GEMM; second = rows "
+      "split, GEMM or AMX):\n");
   for (const CallPolicyMeasurement& p : report.policies) {
     std::printf("%s  ->  %s (noise %.1f%%)\n", kernel_name(p.key).c_str(), p.decision.c_str(),
                 p.noise * 100);

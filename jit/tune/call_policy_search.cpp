@@ -61,30 +61,28 @@ SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
   return choice;
 }
 
-CrossoverChoice find_gemm_crossover(GemmKernelFn gemv, GemmKernelFn gemm, KernelBench& bench,
-                                    SteadyClock::time_point deadline) {
+CrossoverChoice find_crossover(GemmKernelFn before, GemmKernelFn after, KernelBench& bench,
+                               SteadyClock::time_point deadline, std::int64_t default_threshold) {
   const std::span<const std::int64_t> ms = bench.ms();
-  QF_REQUIRE(std::equal(ms.begin(), ms.end(), kCrossoverRows.begin(), kCrossoverRows.end()),
-             "tune: the GEMV/GEMM crossover is measured at its own rows");
   CrossoverChoice choice;
   auto with = [&](GemmKernelFn fn) {
     return [&, fn](std::size_t i, int calls) { return bench.time_calls(fn, i, calls); };
   };
   std::vector<double> noise;
-  if (!measure_pairs(bench, deadline, with(gemv), with(gemm), choice.gemv_us, choice.gemm_us,
+  if (!measure_pairs(bench, deadline, with(before), with(after), choice.before_us, choice.after_us,
                      noise))
     return choice;
   choice.finished = true;
   choice.noise = *std::max_element(noise.begin(), noise.end());
-  // From the largest M down: the threshold moves below each M the GEMM kernel wins.
+  // From the largest M down: the threshold moves below each M the `after` kernel wins.
   const std::size_t count = ms.size();
-  choice.gemm_min_m = static_cast<int>(ms[count - 1] + 1);
+  choice.threshold = static_cast<int>(ms[count - 1] + 1);
   for (std::size_t j = count; j-- > 0;) {
-    const bool gemm_wins = choice.gemm_us[j] < choice.gemv_us[j] * (1 - noise[j]);
-    const bool gemv_wins = choice.gemv_us[j] < choice.gemm_us[j] * (1 - noise[j]);
-    const bool gemm_here = gemm_wins || (!gemv_wins && ms[j] >= kDefaultGemmMinRows);
-    if (!gemm_here) break;
-    choice.gemm_min_m = static_cast<int>(ms[j]);
+    const bool after_wins = choice.after_us[j] < choice.before_us[j] * (1 - noise[j]);
+    const bool before_wins = choice.before_us[j] < choice.after_us[j] * (1 - noise[j]);
+    const bool after_here = after_wins || (!before_wins && ms[j] >= default_threshold);
+    if (!after_here) break;
+    choice.threshold = static_cast<int>(ms[j]);
   }
   return choice;
 }

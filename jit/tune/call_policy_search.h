@@ -9,6 +9,8 @@
 //                   (a tie keeps the default's choice: GEMM from kDefaultGemmMinRows); the
 //                   threshold is the smallest measured M from which the GEMM kernel wins at
 //                   every larger measured M (one past the last when it never does)
+//   AMX point       (AMX task) the zmm GEMM kernel and the AMX kernel at M = kAmxCrossoverRows,
+//                   decided the same way (ties: AMX from kDefaultAmxMinRows)
 #pragma once
 
 #include <array>
@@ -22,6 +24,7 @@
 namespace qforge {
 
 inline constexpr std::array<std::int64_t, 6> kCrossoverRows = {2, 3, 4, 5, 6, 8};
+inline constexpr std::array<std::int64_t, 6> kAmxCrossoverRows = {8, 12, 16, 24, 32, 64};
 
 struct SplitChoice {
   bool finished = false;  // measured before the deadline
@@ -34,12 +37,13 @@ SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
 
 struct CrossoverChoice {
   bool finished = false;
-  int gemm_min_m = 0;
-  std::vector<double> gemv_us, gemm_us;  // per M of the bench (kCrossoverRows), medians
-  double noise = 0;                      // the largest per-M noise (each M is judged by its own)
+  int threshold = 0;                        // the M from which `after` runs
+  std::vector<double> before_us, after_us;  // per M of the bench, medians
+  double noise = 0;                         // the largest per-M noise (each M is judged by its own)
 };
-// `bench` must have been set up for kCrossoverRows.
-CrossoverChoice find_gemm_crossover(GemmKernelFn gemv, GemmKernelFn gemm, KernelBench& bench,
-                                    SteadyClock::time_point deadline);
+// `before` serves the smaller M, `after` the larger; ties keep the default threshold's
+// choice. Measured at the bench's M values (kCrossoverRows, kAmxCrossoverRows).
+CrossoverChoice find_crossover(GemmKernelFn before, GemmKernelFn after, KernelBench& bench,
+                               SteadyClock::time_point deadline, std::int64_t default_threshold);
 
 }  // namespace qforge

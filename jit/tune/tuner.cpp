@@ -7,11 +7,13 @@
 
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
+#include "jit/gemm/amx_generator.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/blocking_search.h"
 #include "jit/tune/call_policy_search.h"
 #include "jit/tune/kernel_bench.h"
+#include "ops/linear/quantized_linear.h"
 #include "ops/linear/thread_pool.h"
 
 namespace qforge {
@@ -118,21 +120,54 @@ void tune_crossover(const Task& task, const Blocking& kept, ThreadPool& pool,
   KernelBench bench(task.shape, kCrossoverRows, pool);
   const GemmGenerator gemv_code(gemv), gemm_code(gemm);
   const CrossoverChoice choice =
-      find_gemm_crossover(gemv_code.kernel(), gemm_code.kernel(), bench, deadline);
+      find_crossover(gemv_code.kernel(), gemm_code.kernel(), bench, deadline, kDefaultGemmMinRows);
   if (!choice.finished) {
     report.notes.push_back(kernel_name(gemv) + ": the budget ran out before the GEMV/GEMM point");
     return;
   }
   const TuningKey tk = tuning_key_of(gemv, pool.size());
   TunedKernel entry = *db.find(tk);
-  entry.gemm_min_m = choice.gemm_min_m;
+  entry.gemm_min_m = choice.threshold;
   db.set(tk, entry);
   report.policies.push_back({gemv,
                              {kCrossoverRows.begin(), kCrossoverRows.end()},
-                             choice.gemv_us,
-                             choice.gemm_us,
+                             choice.before_us,
+                             choice.after_us,
                              choice.noise,
-                             "GEMM from M = " + std::to_string(choice.gemm_min_m)});
+                             "GEMM from M = " + std::to_string(choice.threshold)});
+}
+
+// AMX task: where the AMX kernel overtakes the zmm GEMM kernel (tuned blocking if the
+// database has one). AMX has a single blocking (its tile plan), so there is nothing else
+// to search; the threshold goes on the shape's zmm GEMM entry, where the runs read it.
+void tune_amx_threshold(const Task& task, ThreadPool& pool, SteadyClock::time_point deadline,
+                        TuningDb& db, TuneReport& report) {
+  GemmKey zmm = task.shape;
+  zmm.isa = Isa::avx512_vnni;
+  zmm.bucket = MBucket::large;
+  const TuningKey tk = tuning_key_of(zmm, pool.size());
+  TunedKernel entry;
+  entry.blocking = default_blocking(zmm);
+  if (const TunedKernel* tuned = db.find(tk)) entry = *tuned;
+  zmm.blocking = entry.blocking;
+  KernelBench bench(task.shape, kAmxCrossoverRows, pool);
+  const GemmGenerator zmm_code(zmm);
+  const AmxGenerator amx_code(task.shape);
+  const CrossoverChoice choice =
+      find_crossover(zmm_code.kernel(), amx_code.kernel(), bench, deadline, kDefaultAmxMinRows);
+  if (!choice.finished) {
+    report.notes.push_back(kernel_name(task.shape) + ": the budget ran out before the AMX point");
+    return;
+  }
+  entry.amx_min_m = choice.threshold;
+  db.set(tk, entry);
+  ++report.tuned;
+  report.policies.push_back({task.shape,
+                             {kAmxCrossoverRows.begin(), kAmxCrossoverRows.end()},
+                             choice.before_us,
+                             choice.after_us,
+                             choice.noise,
+                             "AMX from M = " + std::to_string(choice.threshold)});
 }
 
 }  // namespace
@@ -168,7 +203,7 @@ TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions&
         ran_out.insert(ran_out.end(), queue.begin() + static_cast<long>(q), queue.end());
         break;
       }
-      if (!(native & isa_bit(task.shape.isa))) {
+      if (!(native & isa_bit(task.shape.isa)) && !options.allow_emulated) {
         if (pass == 0)
           report.notes.push_back(name + ": " + std::string(isa_name(task.shape.isa)) +
                                  " is not native here (never tuned under emulation)");
@@ -183,6 +218,10 @@ TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions&
       };
       progress();
       try {
+        if (task.shape.isa == Isa::amx) {
+          tune_amx_threshold(task, pool, deadline, db, report);
+          continue;
+        }
         KernelBench bench(task.shape, task.ms, pool);
         const SearchResult found = search_blocking(task.shape, bench, deadline, progress);
         if (!found.finished) {

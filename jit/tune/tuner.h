@@ -11,7 +11,8 @@
 //     confirm     default and best interleaved; the best is kept only if it beats the
 //                 default by more than the noise (spread, and drift between its runs)
 //     calls       large-M task: split by units or by rows (on cold weight copies); small-M
-//                 task: the M from which the GEMM kernel beats the GEMV kernel
+//                 task: the M from which the GEMM kernel beats the GEMV kernel; AMX task
+//                 (no blocking to search): the M from which AMX beats the zmm GEMM
 //                 (call_policy_search.h)
 //
 // Tasks run in decode-first order (M = 1, then GEMM, then 2..4), each with an equal share
@@ -48,6 +49,9 @@ struct TunerOptions {
   std::vector<std::int64_t> ms = {1, 4, 128};
   MachineLimits limits;
   std::function<void(const TunerProgress&)> on_progress;  // may be empty
+  // Tests only: also run keys whose ISA this CPU lacks (through the instruction emulator,
+  // which must be installed); their timings then say nothing about any CPU.
+  bool allow_emulated = false;
 };
 
 // One kernel at one M, as the report shows it.
@@ -73,10 +77,10 @@ struct TunedMeasurement {
 struct CallPolicyMeasurement {
   GemmKey key;                    // the task's kernel (bucket ms: crossover, ml: split)
   std::vector<std::int64_t> ms;   // rows measured
-  std::vector<double> first_us;   // units split, or the GEMV kernel
-  std::vector<double> second_us;  // rows split, or the GEMM kernel
+  std::vector<double> first_us;   // units split, the GEMV kernel, or the zmm GEMM
+  std::vector<double> second_us;  // rows split, the GEMM kernel, or the AMX kernel
   double noise = 0;
-  std::string decision;  // "split units" | "split rows" | "GEMM from M = 6"
+  std::string decision;  // "split units" | "split rows" | "GEMM from M = 6" | "AMX from M = 32"
 };
 
 struct TuneReport {

@@ -8,8 +8,11 @@
 #include <iterator>
 #include <string>
 
+#include "jit/cpu/isa.h"
+#include "jit/emulate/emulator.h"
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/active_tuning.h"
+#include "jit/tune/call_policy_search.h"
 #include "jit/tune/cpu_signature.h"
 #include "jit/tune/tuner.h"
 #include "model/llama_weights.h"
@@ -117,6 +120,50 @@ TEST(Tuner, TwoThreadsDecideTheCallPolicies) {
   ASSERT_TRUE(loaded.db) << loaded.error;
   EXPECT_EQ(loaded.db->find(tuning_key_of(small, 2))->gemm_min_m, gemv->gemm_min_m);
   EXPECT_EQ(loaded.db->find(tuning_key_of(large, 2))->thread_split, gemm->thread_split);
+}
+
+// The AMX threshold, measured through the emulator here (so the value says nothing about
+// a CPU; the test checks what is measured and written): an AMX key has no blocking to
+// search, and its threshold lands on the shape's zmm GEMM entry, where runs read it.
+TEST(Tuner, AmxTaskMeasuresTheAmxThreshold) {
+  const unsigned missing = (emulate::kAvx512 | emulate::kAmx) & ~emulate::native_features();
+  std::string reason;
+  if (missing != 0) {
+    ASSERT_TRUE(emulate::install(missing, &reason)) << reason;
+  }
+  const IsaMask before = emulated_isa_mask();
+  set_emulated_isa_mask(before | isa_bit(Isa::avx512_vnni) | isa_bit(Isa::amx));
+  clear_tuning();
+  const std::int64_t n = 64, k = 128;
+  const auto w = std::vector<float>(n * k, 0.02f);
+  const PackedWeights packed = pack_weights(w.data(), n, k, parse_quant_scheme("int8"), 1);
+  const GemmKey amx = gemm_key_for(packed.header, Epilogue{}, Isa::amx, 32);
+  TunerOptions options;
+  options.threads = 1;
+  options.budget_seconds = 60;
+  options.ms = {32};
+  options.allow_emulated = true;
+  TuningDb db(cpu_signature());
+  const TuneReport report = tune_kernels(std::vector<GemmKey>{amx}, options, db);
+  set_emulated_isa_mask(before);
+  if (missing != 0) emulate::uninstall();
+
+  ASSERT_EQ(report.policies.size(), 1u) << (report.notes.empty() ? "" : report.notes.front());
+  const CallPolicyMeasurement& p = report.policies.front();
+  EXPECT_EQ(p.key.isa, Isa::amx);
+  EXPECT_EQ(p.ms.size(), kAmxCrossoverRows.size());
+  for (std::size_t i = 0; i < p.ms.size(); ++i)
+    EXPECT_TRUE(p.first_us[i] > 0 && p.second_us[i] > 0);
+  EXPECT_EQ(p.decision.rfind("AMX from M = ", 0), 0u) << p.decision;
+  GemmKey zmm = amx;
+  zmm.isa = Isa::avx512_vnni;
+  zmm.bucket = MBucket::large;
+  const TunedKernel* entry = db.find(tuning_key_of(zmm, 1));
+  ASSERT_NE(entry, nullptr);
+  ASSERT_TRUE(entry->amx_min_m.has_value());
+  EXPECT_GE(*entry->amx_min_m, 8);
+  EXPECT_LE(*entry->amx_min_m, 65);
+  EXPECT_EQ(entry->blocking, default_blocking(zmm));
 }
 
 TEST(Tuner, NoBudgetTunesNothingAndSaysSo) {
