@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
+#include "ops/quant/quantize_fast.h"
 
 namespace qforge {
 
@@ -19,17 +21,38 @@ EmbeddingTable::EmbeddingTable(std::vector<float> values, std::int64_t rows, std
   }
   q_.resize(values.size());
   scales_.resize(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = values.data() + r * dim;
-    float max_abs = 0;
-    for (std::int64_t i = 0; i < dim; ++i) max_abs = std::max(max_abs, std::fabs(row[i]));
-    QF_REQUIRE(std::isfinite(max_abs), "embedding: row ", r, " has a non-finite value");
-    const float scale = max_abs / 127.f;
-    scales_[std::size_t(r)] = scale;
-    for (std::int64_t i = 0; i < dim; ++i)
-      q_[std::size_t(r * dim + i)] =
-          scale > 0 ? static_cast<std::int8_t>(std::round(row[i] / scale)) : std::int8_t{0};
-  }
+  for (std::int64_t r = 0; r < rows; ++r) quantize_row(r, values.data() + r * dim);
+}
+
+EmbeddingTable EmbeddingTable::int8_from_rows(std::int64_t rows, std::int64_t dim,
+                                              const RowSource& source, int threads) {
+  constexpr std::int64_t kRowsPerRead = 16;
+  EmbeddingTable table;
+  table.rows_ = rows;
+  table.dim_ = dim;
+  table.q_.resize(static_cast<std::size_t>(rows * dim));
+  table.scales_.resize(static_cast<std::size_t>(rows));
+  const std::int64_t reads = (rows + kRowsPerRead - 1) / kRowsPerRead;
+  parallel_for(reads, threads, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> values(static_cast<std::size_t>(kRowsPerRead * dim));
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t first = i * kRowsPerRead;
+      const std::int64_t count = std::min(kRowsPerRead, rows - first);
+      source(first, count, values.data());
+      for (std::int64_t r = 0; r < count; ++r)
+        table.quantize_row(first + r, values.data() + r * dim);
+    }
+  });
+  return table;
+}
+
+// Per-row symmetric int8: the packing arithmetic with one group per row.
+void EmbeddingTable::quantize_row(std::int64_t r, const float* values) {
+  bool finite = true;
+  const GroupParams p = choose_group_params_fast(values, dim_, 8, false, &finite);
+  QF_REQUIRE(finite, "embedding: row ", r, " has a non-finite value");
+  scales_[static_cast<std::size_t>(r)] = p.scale;
+  quantize_operands_fast(values, dim_, dim_, p, 8, false, /*offset=*/0, q_.data() + r * dim_);
 }
 
 void EmbeddingTable::lookup(std::int64_t token, float* out) const {

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/quant/pack.h"
+
 namespace qforge {
 
 class EmbeddingTable {
@@ -17,6 +19,10 @@ class EmbeddingTable {
   EmbeddingTable() = default;
   // `values` is row-major rows x dim.
   EmbeddingTable(std::vector<float> values, std::int64_t rows, std::int64_t dim, bool int8);
+  // The int8 table of rows x dim, reading 16 rows at a time from `source`, which
+  // `threads` threads call concurrently for disjoint rows.
+  static EmbeddingTable int8_from_rows(std::int64_t rows, std::int64_t dim, const RowSource& source,
+                                       int threads);
 
   // Writes row `token` (dim floats) to `out`.
   void lookup(std::int64_t token, float* out) const;
@@ -28,6 +34,9 @@ class EmbeddingTable {
   std::uint64_t row_bytes() const;
 
  private:
+  // Sets q_ and scales_ of row r from its floats.
+  void quantize_row(std::int64_t r, const float* values);
+
   std::int64_t rows_ = 0, dim_ = 0;
   std::vector<float> f32_;
   std::vector<std::int8_t> q_;

@@ -67,29 +67,34 @@ void release_pages(const TensorView& tensor) {
   release_range(tensor.data, tensor.byte_size);
 }
 
-// Rows [first, first + count) of `tensor` (ggml rows are whole blocks, so a row is
-// byte_size / rows bytes).
-void release_rows(const TensorView& tensor, std::int64_t first, std::int64_t count) {
+// After rows [first, first + count) of `tensor` are converted: releases the whole MiB
+// windows of the tensor's bytes (counted from its start) that those rows complete, and
+// the rest of the tensor at its last row. Once per MiB, not per call: each madvise
+// shoots down the TLBs of every loading thread. ggml rows are whole blocks, so a row is
+// byte_size / rows bytes.
+void release_completed_windows(const TensorView& tensor, std::int64_t first, std::int64_t count) {
   if (tensor.rows <= 0) return;
+  constexpr std::uint64_t kWindow = std::uint64_t{1} << 20;
   const std::uint64_t row_bytes = tensor.byte_size / static_cast<std::uint64_t>(tensor.rows);
-  release_range(tensor.data + static_cast<std::uint64_t>(first) * row_bytes,
-                static_cast<std::uint64_t>(count) * row_bytes);
+  const std::uint64_t begin = static_cast<std::uint64_t>(first) * row_bytes;
+  const std::uint64_t end = static_cast<std::uint64_t>(first + count) * row_bytes;
+  const std::uint64_t lo = begin / kWindow * kWindow;
+  const std::uint64_t hi = first + count == tensor.rows ? end : end / kWindow * kWindow;
+  if (hi > lo) release_range(tensor.data + lo, hi - lo);
 }
 
-// Rows [first, first + count) of `tensors` stacked, as f32, for pack_weights_by_rows;
-// the file pages of rows converted are released as it goes.
-RowSource stacked_rows(const Sources& tensors, int threads) {
-  return [tensors, threads](std::int64_t first, std::int64_t count, float* out) {
-    parallel_for(count, count * tensors[0]->columns >= (1 << 18) ? threads : 1,
-                 [&](std::int64_t begin, std::int64_t end) {
-                   for (std::int64_t i = begin; i < end; ++i) {
-                     std::int64_t row = first + i;
-                     std::size_t t = 0;
-                     while (row >= tensors[t]->rows) row -= tensors[t++]->rows;
-                     const auto columns = static_cast<std::size_t>(tensors[t]->columns);
-                     tensors[t]->row_to_f32(row, std::span<float>(out + i * columns, columns));
-                   }
-                 });
+// Rows [first, first + count) of `tensors` stacked, as f32, for pack_weights_by_rows
+// (which calls it from its threads); the file pages of rows converted are released as
+// it goes.
+RowSource stacked_rows(const Sources& tensors) {
+  return [tensors](std::int64_t first, std::int64_t count, float* out) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::int64_t row = first + i;
+      std::size_t t = 0;
+      while (row >= tensors[t]->rows) row -= tensors[t++]->rows;
+      const auto columns = static_cast<std::size_t>(tensors[t]->columns);
+      tensors[t]->row_to_f32(row, std::span<float>(out + i * columns, columns));
+    }
     std::int64_t row = first, left = count;
     for (const TensorView* t : tensors) {
       if (row >= t->rows) {
@@ -97,7 +102,7 @@ RowSource stacked_rows(const Sources& tensors, int threads) {
         continue;
       }
       const std::int64_t here = std::min(left, t->rows - row);
-      release_rows(*t, row, here);
+      release_completed_windows(*t, row, here);
       left -= here;
       row = 0;
       if (left == 0) break;
@@ -143,7 +148,7 @@ class LayerBuilder {
     const QuantScheme scheme = classifier ? kPerChannelInt8 : scheme_for(tensors);
     if (!dense && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
-          pack_weights_by_rows(n, k, scheme, stacked_rows(tensors, threads_), threads_), fusion);
+          pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion);
     const std::vector<float>& w = stacked_f32(tensors, threads_, scratch_);
     if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion, dense_bf16());
     return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
@@ -161,8 +166,8 @@ class LayerBuilder {
     const QuantScheme scheme = scheme_for({&gate, &up});
     if (precision_.quantized && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
-          pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}, threads_),
-                                   stacked_rows({&up}, threads_), threads_),
+          pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}), stacked_rows({&up}),
+                                   threads_),
           LinearFusion::swiglu);
     const std::vector<float>& gate_up = stacked_f32({&gate, &up}, threads_, scratch_);
     if (!precision_.quantized)
@@ -291,8 +296,11 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   out.config = c;
   out.precision = precision;
   // The embedding first: a quantized model keeps int8 rows, so the f32 copy goes now.
-  out.embedding = EmbeddingTable(to_f32(model.tensor("token_embd.weight"), threads), c.vocab_size,
-                                 c.dim, precision.quantized);
+  const TensorView& embedding = model.tensor("token_embd.weight");
+  out.embedding =
+      precision.quantized
+          ? EmbeddingTable::int8_from_rows(c.vocab_size, c.dim, stacked_rows({&embedding}), threads)
+          : EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
   release_pages(model.tensor("token_embd.weight"));
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
   const LayerBuilder build(precision, threads);

@@ -21,11 +21,18 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   explicit AlignedBuffer(std::size_t count) { resize(count); }
 
+  // Replaces the contents with `count` zeroed elements.
   void resize(std::size_t count) {
+    resize_for_overwrite(count);
+    std::memset(data_.get(), 0, round_up(count * sizeof(T) + (count == 0), kCacheLine));
+  }
+  // The same without zeroing the elements, for a caller that writes every one of them
+  // (the padding up to the cache line is zeroed).
+  void resize_for_overwrite(std::size_t count) {
     const std::size_t bytes = round_up(count * sizeof(T) + (count == 0), kCacheLine);
     void* memory = std::aligned_alloc(kCacheLine, bytes);
     if (!memory) throw std::bad_alloc();
-    std::memset(memory, 0, bytes);
+    std::memset(static_cast<char*>(memory) + count * sizeof(T), 0, bytes - count * sizeof(T));
     data_.reset(static_cast<T*>(memory));
     size_ = count;
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,53 +29,55 @@ int zero_coef_of(int zero_point, int bits, bool asymmetric) {
 
 namespace {
 
-// Stored values of one group for the 16 columns of a panel: q[c * g + i].
+// One group of a panel before it is laid out: the operand bytes of its 16 columns,
+// operands[c * g + i] = operand_of(q of column c, element i), their sums and the params.
 struct PanelGroup {
-  std::vector<std::int16_t> q;
+  std::vector<std::int8_t> operands;
+  std::int32_t operand_sums[kPanelWidth];
   GroupParams params[kPanelWidth];
 };
 
-// Writes one group (rows + trailer) at `dst`.
+// Writes one group (rows + trailer) at `dst`. A packed row holds, for each of the 16
+// columns, one 4-byte word: 4 k of the column (int8), or 8 k as nibble pairs (int4):
+//
+//   operands of column c:  [k0 k1 k2 k3 | k4 k5 k6 k7 | ...]
+//   int8 row r, word c:    k(4r) .. k(4r+3)
+//   int4 row r, byte j:    k(8r+j) | k(8r+4+j) << 4
 void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
                  const PackedGeometry& geo) {
-  const int bits = h.bits;
   const bool asym = h.asymmetric != 0;
   const std::int64_t g = h.group;
-  std::uint8_t* trailer = dst + geo.group_data_bytes;
-  for (int c = 0; c < kPanelWidth; ++c) {
-    const std::int16_t* q = pg.q.data() + c * g;
-    // operand = q + offset (see the table in packed_layout.h); one 4-byte store per row:
-    // 4 k of this column (int8), or 8 k as nibble pairs (int4).
-    const int offset = operand_of(0, bits, asym);
-    std::int32_t operand_sum = 0;
-    if (bits == 8) {
-      for (std::int64_t i = 0; i < g; i += 4) {
-        std::uint32_t word = 0;
-        for (int j = 0; j < 4; ++j) {
-          const int operand = q[i + j] + offset;
-          operand_sum += operand;
-          word |= std::uint32_t(std::uint8_t(operand)) << (8 * j);
-        }
-        std::memcpy(dst + (i / 4) * kRowBytes + c * 4, &word, 4);
+  const std::int64_t rows = geo.group_data_bytes / kRowBytes;
+  for (std::int64_t r = 0; r < rows; ++r, dst += kRowBytes) {
+    for (int c = 0; c < kPanelWidth; ++c) {
+      const std::int8_t* column = pg.operands.data() + c * g;
+      std::uint32_t word;
+      if (h.bits == 8) {
+        std::memcpy(&word, column + 4 * r, 4);
+      } else {
+        std::uint64_t eight;  // operands are 0..15: the shift never carries across bytes
+        std::memcpy(&eight, column + 8 * r, 8);
+        word = static_cast<std::uint32_t>(eight) | static_cast<std::uint32_t>(eight >> 32) << 4;
       }
-    } else {
-      for (std::int64_t i = 0; i < g; i += 8) {
-        std::uint32_t word = 0;
-        for (int j = 0; j < 4; ++j) {
-          const int low = q[i + j] + offset, high = q[i + 4 + j] + offset;
-          operand_sum += low + high;
-          word |= std::uint32_t(low | high << 4) << (8 * j);
-        }
-        std::memcpy(dst + (i / 8) * kRowBytes + c * 4, &word, 4);
-      }
+      std::memcpy(dst + c * 4, &word, 4);
     }
+  }
+  std::uint8_t* trailer = dst;
+  for (int c = 0; c < kPanelWidth; ++c) {
     const float scale = pg.params[c].scale;
-    const std::int32_t comp = 128 * operand_sum;
-    const std::int32_t zc = zero_coef_of(pg.params[c].zero_point, bits, asym);
+    const std::int32_t comp = 128 * pg.operand_sums[c];
+    const std::int32_t zc = zero_coef_of(pg.params[c].zero_point, h.bits, asym);
     std::memcpy(trailer + kTrailerScales + 4 * c, &scale, 4);
     std::memcpy(trailer + kTrailerComp + 4 * c, &comp, 4);
     if (asym) std::memcpy(trailer + kTrailerZeroCoef + 4 * c, &zc, 4);
   }
+}
+
+// The operands of a column that lies past N: zero, with params {0, 0}.
+void write_padding_column(PanelGroup& pg, int c, std::int64_t g, int offset) {
+  pg.params[c] = GroupParams{};
+  std::fill_n(pg.operands.data() + c * g, g, static_cast<std::int8_t>(offset));
+  pg.operand_sums[c] = offset * static_cast<std::int32_t>(g);
 }
 
 // Maps packed panel P and lane c to (half, logical column); column < 0 is padding.
@@ -94,7 +97,8 @@ PackedWeights allocate(const PackedHeader& h) {
   PackedWeights packed;
   packed.header = h;
   packed.geometry = geometry_of(h);
-  packed.data.resize(static_cast<std::size_t>(packed.geometry.total_bytes));
+  // Every byte of every group is written by write_group.
+  packed.data.resize_for_overwrite(static_cast<std::size_t>(packed.geometry.total_bytes));
   return packed;
 }
 
@@ -102,63 +106,71 @@ int resolve_threads(int threads) {
   return threads > 0 ? threads : default_load_threads();
 }
 
-// Quantizes float matrices (one, or gate + up) into `packed`: panels
-// [panel_begin, panel_end), whose rows of W start at row `first_row` of the sources
-// (rows_available rows there). The whole matrix by default.
-void pack_from_float(PackedWeights& packed, const float* const sources[2], int threads,
-                     std::int64_t panel_begin = 0, std::int64_t panel_end = -1,
-                     std::int64_t first_row = 0, std::int64_t rows_available = -1) {
+// The float sources of packing: one matrix, or gate + up of an interleaved pair, whose
+// row `first_row` is source row 0; with per-tensor scales, each one's single params.
+struct FloatSources {
+  const float* rows[2] = {nullptr, nullptr};
+  std::int64_t first_row = 0;
+  GroupParams tensor_params[2];
+};
+
+// Quantizes panels [panel_begin, panel_end) of `packed` from `src` (on this thread;
+// `pg` is its scratch).
+void pack_panels(PackedWeights& packed, const FloatSources& src, std::int64_t panel_begin,
+                 std::int64_t panel_end, PanelGroup& pg) {
   const PackedHeader& h = packed.header;
   const PackedGeometry& geo = packed.geometry;
-  const QuantScheme scheme = scheme_of(h);
+  const bool per_tensor = scheme_of(h).granularity == Granularity::per_tensor;
   const std::int64_t k = h.k, g = h.group;
-  const int halves = h.interleaved_pair ? 2 : 1;
-  if (panel_end < 0) panel_end = geo.panels;
-  if (rows_available < 0) rows_available = h.n;
-  // Per-group scales check each group as they read it (below); one scale for the tensor
-  // needs the whole of it first.
-  const bool per_tensor = scheme.granularity == Granularity::per_tensor;
-  GroupParams tensor_params[2];
-  for (int s = 0; s < halves; ++s) {
-    QF_REQUIRE(sources[s] != nullptr, "pack: weights pointer is null");
-    if (!per_tensor) continue;
-    require_finite(sources[s], rows_available * k, "pack: weights");
-    tensor_params[s] = choose_group_params(sources[s], h.n * k, h.bits, h.asymmetric);
-  }
-
-  parallel_for(
-      panel_end - panel_begin, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
-        PanelGroup pg;
-        pg.q.resize(kPanelWidth * g);
-        for (std::int64_t panel = panel_begin + begin; panel < panel_begin + end; ++panel) {
-          std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
-          for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
-            const std::int64_t k0 = j * g, count = std::min(g, k - k0);
-            for (int c = 0; c < kPanelWidth; ++c) {
-              const PanelColumn pc = panel_column(h, panel, c);
-              std::int16_t* q = pg.q.data() + c * g;
-              if (pc.column < 0) {
-                pg.params[c] = GroupParams{};
-                std::fill(q, q + g, std::int16_t{0});
-                continue;
-              }
-              const float* values = sources[pc.half] + (pc.column - first_row) * k + k0;
-              bool finite = true;
-              const GroupParams p = per_tensor ? tensor_params[pc.half]
-                                               : choose_group_params_fast(values, count, h.bits,
-                                                                          h.asymmetric, &finite);
-              if (!finite)  // locate it: the message names the row and the element
-                require_finite(values, count,
-                               ("pack: weights row " + std::to_string(pc.column) +
-                                " from element " + std::to_string(k0))
-                                   .c_str());
-              pg.params[c] = p;
-              quantize_group_fast(values, count, g, p, h.bits, h.asymmetric, q);
-            }
-            write_group(dst, pg, h, geo);
-          }
+  const int offset = operand_of(0, h.bits, h.asymmetric);
+  pg.operands.resize(kPanelWidth * g);
+  for (std::int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
+    for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
+      const std::int64_t k0 = j * g, count = std::min(g, k - k0);
+      for (int c = 0; c < kPanelWidth; ++c) {
+        const PanelColumn pc = panel_column(h, panel, c);
+        if (pc.column < 0) {
+          write_padding_column(pg, c, g, offset);
+          continue;
         }
-      });
+        const float* values = src.rows[pc.half] + (pc.column - src.first_row) * k + k0;
+        bool finite = true;
+        const GroupParams p =
+            per_tensor ? src.tensor_params[pc.half]
+                       : choose_group_params_fast(values, count, h.bits, h.asymmetric, &finite);
+        if (!finite)  // locate it: the message names the row and the element
+          require_finite(values, count,
+                         ("pack: weights row " + std::to_string(pc.column) + " from element " +
+                          std::to_string(k0))
+                             .c_str());
+        pg.params[c] = p;
+        pg.operand_sums[c] = quantize_operands_fast(values, count, g, p, h.bits, h.asymmetric,
+                                                    offset, pg.operands.data() + c * g);
+      }
+      write_group(dst, pg, h, geo);
+    }
+  }
+}
+
+// Quantizes whole float matrices (one, or gate + up) into `packed`, panels in parallel.
+void pack_from_float(PackedWeights& packed, const float* const matrices[2], int threads) {
+  const PackedHeader& h = packed.header;
+  FloatSources src;
+  for (int s = 0; s < (h.interleaved_pair ? 2 : 1); ++s) {
+    QF_REQUIRE(matrices[s] != nullptr, "pack: weights pointer is null");
+    src.rows[s] = matrices[s];
+    // Per-group scales check each group as they read it; one scale for the tensor needs
+    // the whole of it first.
+    if (scheme_of(h).granularity != Granularity::per_tensor) continue;
+    require_finite(matrices[s], h.n * h.k, "pack: weights");
+    src.tensor_params[s] = choose_group_params(matrices[s], h.n * h.k, h.bits, h.asymmetric);
+  }
+  parallel_for(packed.geometry.panels, resolve_threads(threads),
+               [&](std::int64_t begin, std::int64_t end) {
+                 PanelGroup pg;
+                 pack_panels(packed, src, begin, end, pg);
+               });
 }
 
 }  // namespace
@@ -173,8 +185,10 @@ PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
 
 namespace {
 
-// Packs `packed` a chunk of rows at a time: about 16 MiB of floats per source per chunk,
-// a whole number of 16-row blocks (panels, or panel pairs of an interleaved pair).
+// Packs `packed` 16 rows at a time (a block: one panel, or a panel pair of an
+// interleaved pair). Each thread converts the rows of its block into a buffer of its own
+// (16 x K floats per source, which stays in L2) and packs them at once, so a matrix is
+// never whole in f32 and the floats are read back from cache.
 PackedWeights pack_by_rows(PackedWeights packed, const RowSource* const rows[2], int threads) {
   const PackedHeader& h = packed.header;
   QF_REQUIRE(scheme_of(h).granularity != Granularity::per_tensor,
@@ -182,20 +196,22 @@ PackedWeights pack_by_rows(PackedWeights packed, const RowSource* const rows[2],
   const std::int64_t n = h.n, k = h.k;
   const int halves = h.interleaved_pair ? 2 : 1;
   const std::int64_t blocks = (n + kPanelWidth - 1) / kPanelWidth;
-  const std::int64_t blocks_per_chunk = std::max<std::int64_t>(
-      1, (std::int64_t{4} << 20) / (kPanelWidth * std::max<std::int64_t>(k, 1)));
-  std::vector<float> chunk[2];
-  for (std::int64_t b = 0; b < blocks; b += blocks_per_chunk) {
-    const std::int64_t b_end = std::min(blocks, b + blocks_per_chunk);
-    const std::int64_t first = b * kPanelWidth, count = std::min(n, b_end * kPanelWidth) - first;
-    const float* sources[2] = {nullptr, nullptr};
+  parallel_for(blocks, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
+    // Left uninitialised: a row source fills every float of the rows it is asked for.
+    std::unique_ptr<float[]> block[2];
+    FloatSources src;
     for (int s = 0; s < halves; ++s) {
-      chunk[s].resize(static_cast<std::size_t>(count * k));
-      (*rows[s])(first, count, chunk[s].data());
-      sources[s] = chunk[s].data();
+      block[s] = std::make_unique_for_overwrite<float[]>(static_cast<std::size_t>(kPanelWidth * k));
+      src.rows[s] = block[s].get();
     }
-    pack_from_float(packed, sources, threads, b * halves, b_end * halves, first, count);
-  }
+    PanelGroup pg;
+    for (std::int64_t b = begin; b < end; ++b) {
+      src.first_row = b * kPanelWidth;
+      const std::int64_t count = std::min<std::int64_t>(kPanelWidth, n - src.first_row);
+      for (int s = 0; s < halves; ++s) (*rows[s])(src.first_row, count, block[s].get());
+      pack_panels(packed, src, b * halves, (b + 1) * halves, pg);
+    }
+  });
   return packed;
 }
 
@@ -248,28 +264,31 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
   const int q_max = h.bits == 8 ? (h.asymmetric ? 255 : 127) : (h.asymmetric ? 15 : 7);
   parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
     PanelGroup pg;
-    pg.q.resize(kPanelWidth * h.group);
+    pg.operands.resize(kPanelWidth * h.group);
+    const int offset = operand_of(0, h.bits, h.asymmetric);
     for (std::int64_t panel = begin; panel < end; ++panel) {
       std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
       for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
         for (int c = 0; c < kPanelWidth; ++c) {
           const PanelColumn pc = panel_column(h, panel, c);
           const std::int64_t column = pc.column;
-          std::int16_t* q = pg.q.data() + c * h.group;
           if (column < 0) {
-            pg.params[c] = GroupParams{};
-            std::fill(q, q + h.group, std::int16_t{0});
+            write_padding_column(pg, c, h.group, offset);
             continue;
           }
           const QuantizedTensor& t = *sources[pc.half];
           const std::int64_t gi = column * geo.groups + j;
           pg.params[c] = {t.scales[gi], t.zero_points[gi]};
           const std::int16_t* src = t.q.data() + column * t.k_padded + j * h.group;
+          std::int8_t* operands = pg.operands.data() + c * h.group;
+          std::int32_t sum = 0;
           for (std::int64_t i = 0; i < h.group; ++i) {
             QF_REQUIRE(src[i] >= q_min && src[i] <= q_max, "pack: value ", src[i], " at [", column,
                        "][", j * h.group + i, "] is outside [", q_min, ", ", q_max, "]");
-            q[i] = src[i];
+            operands[i] = static_cast<std::int8_t>(src[i] + offset);
+            sum += src[i] + offset;
           }
+          pg.operand_sums[c] = sum;
         }
         write_group(dst, pg, h, geo);
       }

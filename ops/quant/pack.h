@@ -26,8 +26,9 @@ struct PackedWeights {
 // Quantizes the row-major N x K matrix `weights` and packs it (threads = 0: all cores).
 PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
                            const QuantScheme& scheme, int threads = 0);
-// The same, reading the matrix a chunk of rows at a time from `rows(first, count, out)`
-// (count x K floats), so a large matrix is never whole in f32. Not for per-tensor scales.
+// The same, reading the matrix 16 rows at a time from `rows(first, count, out)` (count x
+// K floats), so a large matrix is never whole in f32. Not for per-tensor scales. The
+// packing threads call `rows` concurrently, for disjoint rows; it must not start threads.
 using RowSource = std::function<void(std::int64_t first, std::int64_t count, float* out)>;
 PackedWeights pack_weights_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
                                    const RowSource& rows, int threads = 0);

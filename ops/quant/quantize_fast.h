@@ -15,8 +15,12 @@ namespace qforge {
 GroupParams choose_group_params_fast(const float* values, std::int64_t count, int bits,
                                      bool asymmetric, bool* finite = nullptr);
 
-// q[i] = quantize_value(i < count ? values[i] : 0, params) for i in [0, group).
-void quantize_group_fast(const float* values, std::int64_t count, std::int64_t group,
-                         const GroupParams& params, int bits, bool asymmetric, std::int16_t* q);
+// The packed operand bytes of one group:
+//   operands[i] = quantize_value(i < count ? values[i] : 0, params) + offset,  i in [0, group)
+// with offset = operand_of(0, bits, asymmetric) (ops/quant/pack.h); returns their sum,
+// which the group's compensation term needs.
+std::int32_t quantize_operands_fast(const float* values, std::int64_t count, std::int64_t group,
+                                    const GroupParams& params, int bits, bool asymmetric,
+                                    int offset, std::int8_t* operands);
 
 }  // namespace qforge

@@ -2,6 +2,10 @@
 // the int8 embedding table, bf16 dense layers, and the --quant / --lm-head parser.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include <limits>
+
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -165,6 +169,34 @@ TEST(EmbeddingTable, Int8RowsDequantizeWithinHalfAStep) {
     }
   }
   EXPECT_THROW(int8.lookup(rows, b.data()), Error);
+}
+
+// Reading the rows 16 at a time from two threads gives the table of the whole matrix,
+// and a non-finite value is named by its row.
+TEST(EmbeddingTable, Int8FromRowsMatchesTheWholeMatrix) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.f, 0.5f);
+  const int rows = 101, dim = 37;
+  std::vector<float> values(std::size_t(rows * dim));
+  for (float& v : values) v = normal(rng);
+  const RowSource source = [&](std::int64_t first, std::int64_t count, float* out) {
+    std::copy_n(values.data() + first * dim, count * dim, out);
+  };
+  const EmbeddingTable whole(values, rows, dim, true);
+  const EmbeddingTable by_rows = EmbeddingTable::int8_from_rows(rows, dim, source, 2);
+  std::vector<float> a(dim), b(dim);
+  for (int r = 0; r < rows; ++r) {
+    whole.lookup(r, a.data());
+    by_rows.lookup(r, b.data());
+    ASSERT_EQ(a, b) << r;
+  }
+  values[std::size_t(40 * dim + 3)] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    EmbeddingTable::int8_from_rows(rows, dim, source, 2);
+    ADD_FAILURE() << "a NaN was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row 40"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Precision, ParsesEveryForm) {
