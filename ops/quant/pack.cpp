@@ -1,5 +1,8 @@
 #include "ops/quant/pack.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -8,6 +11,7 @@
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
+#include "ops/quant/group_rows.h"
 #include "ops/quant/quantize_fast.h"
 
 namespace qforge {
@@ -37,32 +41,12 @@ struct PanelGroup {
   GroupParams params[kPanelWidth];
 };
 
-// Writes one group (rows + trailer) at `dst`. A packed row holds, for each of the 16
-// columns, one 4-byte word: 4 k of the column (int8), or 8 k as nibble pairs (int4):
-//
-//   operands of column c:  [k0 k1 k2 k3 | k4 k5 k6 k7 | ...]
-//   int8 row r, word c:    k(4r) .. k(4r+3)
-//   int4 row r, byte j:    k(8r+j) | k(8r+4+j) << 4
+// Writes one group (rows + trailer) at `dst`.
 void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
                  const PackedGeometry& geo) {
   const bool asym = h.asymmetric != 0;
-  const std::int64_t g = h.group;
-  const std::int64_t rows = geo.group_data_bytes / kRowBytes;
-  for (std::int64_t r = 0; r < rows; ++r, dst += kRowBytes) {
-    for (int c = 0; c < kPanelWidth; ++c) {
-      const std::int8_t* column = pg.operands.data() + c * g;
-      std::uint32_t word;
-      if (h.bits == 8) {
-        std::memcpy(&word, column + 4 * r, 4);
-      } else {
-        std::uint64_t eight;  // operands are 0..15: the shift never carries across bytes
-        std::memcpy(&eight, column + 8 * r, 8);
-        word = static_cast<std::uint32_t>(eight) | static_cast<std::uint32_t>(eight >> 32) << 4;
-      }
-      std::memcpy(dst + c * 4, &word, 4);
-    }
-  }
-  std::uint8_t* trailer = dst;
+  write_group_rows(dst, pg.operands.data(), h.group, h.bits);
+  std::uint8_t* trailer = dst + geo.group_data_bytes;
   for (int c = 0; c < kPanelWidth; ++c) {
     const float scale = pg.params[c].scale;
     const std::int32_t comp = 128 * pg.operand_sums[c];
@@ -185,6 +169,15 @@ PackedWeights pack_weights(const float* weights, std::int64_t n, std::int64_t k,
 
 namespace {
 
+// Maps the pages of [data, data + bytes) in one call rather than one fault each (a
+// fault costs most of the time of writing a fresh page).
+void populate_for_write(std::uint8_t* data, std::int64_t bytes) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(data) + static_cast<std::uintptr_t>(bytes);
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);  // a hint
+}
+
 // Packs `packed` 16 rows at a time (a block: one panel, or a panel pair of an
 // interleaved pair). Each thread converts the rows of its block into a buffer of its own
 // (16 x K floats per source, which stays in L2) and packs them at once, so a matrix is
@@ -209,6 +202,8 @@ PackedWeights pack_by_rows(PackedWeights packed, const RowSource* const rows[2],
       src.first_row = b * kPanelWidth;
       const std::int64_t count = std::min<std::int64_t>(kPanelWidth, n - src.first_row);
       for (int s = 0; s < halves; ++s) (*rows[s])(src.first_row, count, block[s].get());
+      populate_for_write(packed.data.data() + b * halves * packed.geometry.panel_bytes,
+                         halves * packed.geometry.panel_bytes);
       pack_panels(packed, src, b * halves, (b + 1) * halves, pg);
     }
   });

@@ -1,0 +1,23 @@
+// The data rows of one packed group, laid out from its 16 columns' operand bytes
+// (ops/quant/packed_layout.h). A row is 64 bytes: one 4-byte word per column,
+//
+//   operands of column c:  operands[c * g + i],  i = 0 .. g-1
+//   int8 row r, word c:    operand(4r) .. operand(4r+3)               (g / 4 rows)
+//   int4 row r, word c:    byte j = operand(8r+j) | operand(8r+4+j) << 4   (g / 8 rows)
+//
+// so writing a group is a 16 x (rows) transpose of 4-byte words.
+#pragma once
+
+#include <cstdint>
+
+namespace qforge {
+
+// Writes the rows of one group at `dst` (a packed buffer keeps it 64-byte aligned; 16
+// bytes of a row per store). int4 operands must be in 0..15.
+void write_group_rows(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g, int bits);
+
+// The same one word at a time: the definition the fast path is tested against.
+void write_group_rows_reference(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g,
+                                int bits);
+
+}  // namespace qforge
