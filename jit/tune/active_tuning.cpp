@@ -13,6 +13,7 @@ namespace {
 struct ActiveTable {
   std::shared_mutex mutex;
   std::atomic<bool> installed{false};
+  std::atomic<std::uint64_t> generation{0};
   std::optional<TuningDb> db;
   int threads = 1;
 };
@@ -30,6 +31,7 @@ void install_tuning(TuningDb db, int threads) {
   t.db = std::move(db);
   t.threads = threads;
   t.installed.store(true, std::memory_order_release);
+  t.generation.fetch_add(1, std::memory_order_release);
 }
 
 void clear_tuning() {
@@ -37,12 +39,17 @@ void clear_tuning() {
   std::unique_lock lock(t.mutex);
   t.installed.store(false, std::memory_order_release);
   t.db.reset();
+  t.generation.fetch_add(1, std::memory_order_release);
 }
 
 std::size_t installed_tuning_entries() {
   ActiveTable& t = active();
   std::shared_lock lock(t.mutex);
   return t.db ? t.db->size() : 0;
+}
+
+std::uint64_t tuning_generation() {
+  return active().generation.load(std::memory_order_acquire);
 }
 
 std::optional<Blocking> tuned_blocking(const GemmKey& key, int threads) {

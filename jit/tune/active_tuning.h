@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 
@@ -21,6 +22,9 @@ void install_tuning(TuningDb db, int threads);
 void clear_tuning();
 // Entries of the installed table (0 when none is installed).
 std::size_t installed_tuning_entries();
+// Changes whenever a table is installed or cleared: call sites that keep what they
+// resolved from the table check it to know when to resolve again.
+std::uint64_t tuning_generation();
 
 // The tuned blocking for `key` (its own blocking is ignored) on `threads` threads, or
 // nothing when the installed table has no entry for it.

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 
 #include "jit/base/error.h"
 #include "jit/gemm/amx_thread_state.h"
@@ -52,8 +53,22 @@ void set_amx_min_rows(std::int64_t rows) {
   g_amx_min_rows.store(rows, std::memory_order_relaxed);
 }
 
+// The resolved plans of a layer, per M bucket and AMX or not, and the tuning state
+// (table generation, thresholds) they were resolved under.
+struct QuantizedLinear::CallPlans {
+  std::mutex mutex;
+  std::uint64_t generation = 0;
+  std::int64_t amx_min = 0;
+  std::int64_t gemm_min = 0;
+  bool valid = false;
+  std::optional<CallPlan> plans[3][2];  // [MBucket][on AMX tiles]
+};
+
 QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa)
-    : weights_(std::move(weights)), epilogue_(epilogue), isa_(isa) {
+    : weights_(std::move(weights)),
+      epilogue_(epilogue),
+      isa_(isa),
+      plans_(std::make_unique<CallPlans>()) {
   QF_REQUIRE(epilogue.swiglu == (weights_.header.interleaved_pair != 0),
              "linear: swiglu needs interleaved gate/up weights and nothing else does");
   // AMX runs the calls of at least amx_min_rows() rows; the zmm kernels run the others,
@@ -82,6 +97,10 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
   }
 }
 
+QuantizedLinear::QuantizedLinear(QuantizedLinear&&) noexcept = default;
+QuantizedLinear& QuantizedLinear::operator=(QuantizedLinear&&) noexcept = default;
+QuantizedLinear::~QuantizedLinear() = default;
+
 GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, std::int64_t m) {
   GemmKey key;
   key.isa = isa;
@@ -100,6 +119,33 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
 GemmKey QuantizedLinear::key_for(std::int64_t m) const {
   const Isa isa = amx_ && m >= amx_min_rows() ? Isa::amx : isa_;
   return gemm_key_for(weights_.header, epilogue_, isa, m);
+}
+
+QuantizedLinear::CallPlan QuantizedLinear::plan_for(std::int64_t m) const {
+  CallPlans& p = *plans_;
+  std::lock_guard lock(p.mutex);
+  const std::uint64_t generation = tuning_generation();
+  const std::int64_t amx_min = amx_min_rows();
+  if (!p.valid || p.generation != generation || p.amx_min != amx_min) {
+    p.valid = true;
+    p.generation = generation;
+    p.amx_min = amx_min;
+    p.gemm_min = tuned_gemm_min_rows(key_for(1)).value_or(kDefaultGemmMinRows);
+    for (auto& bucket : p.plans)
+      for (auto& plan : bucket) plan.reset();
+  }
+  const bool tiles = amx_ && m >= amx_min;
+  std::optional<CallPlan>& plan = p.plans[static_cast<int>(bucket_of(m, p.gemm_min))][tiles];
+  if (!plan) {
+    const CompiledKernel kernel = CodeCache::global().get(key_for(m));
+    const GemmKey& used = kernel.code->key();
+    // Large-M calls split as tuned (by units unless the table says rows); see call_split.h.
+    const ThreadSplit split = used.bucket == MBucket::large
+                                  ? tuned_thread_split(used).value_or(ThreadSplit::units)
+                                  : ThreadSplit::units;
+    plan = CallPlan{kernel.code, split};
+  }
+  return *plan;
 }
 
 std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
@@ -125,7 +171,7 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
   QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
                  x.group == weights_.header.group,
              "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
-  const CompiledKernel kernel = CodeCache::global().get(key_for(x.m));
+  const CallPlan plan = plan_for(x.m);
   GemmCallArgs call;
   call.a = x.xu.data();
   call.a_scale = x.scale.data();
@@ -140,8 +186,8 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
   const std::int64_t units = (weights_.n() + 15) / 16;
-  const GemmKernelFn fn = kernel.fn();
-  const bool tiles = kernel.code->key().isa == Isa::amx;
+  const GemmKernelFn fn = plan.code->kernel();
+  const bool tiles = plan.code->key().isa == Isa::amx;
   auto run = [&](const GemmCallArgs& args) {
     if (tiles)
       note_amx_tiles_in_use();
@@ -149,13 +195,8 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
       release_amx_tiles();
     fn(&args);
   };
-  // Large-M calls split as tuned (by units unless the table says rows); see call_split.h.
-  const GemmKey& used = kernel.code->key();
-  const ThreadSplit split = used.bucket == MBucket::large
-                                ? tuned_thread_split(used).value_or(ThreadSplit::units)
-                                : ThreadSplit::units;
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
-  run_split(call, units, ops, call_rows_of(x, epilogue_), split, pool, run);
+  run_split(call, units, ops, call_rows_of(x, epilogue_), plan.split, pool, run);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,

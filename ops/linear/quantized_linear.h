@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "jit/core/code_cache.h"
@@ -37,6 +38,9 @@ void set_amx_min_rows(std::int64_t rows);  // rows >= 1
 class QuantizedLinear {
  public:
   QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());
+  QuantizedLinear(QuantizedLinear&&) noexcept;
+  QuantizedLinear& operator=(QuantizedLinear&&) noexcept;
+  ~QuantizedLinear();
 
   // The key used for M rows (blocking as gemm_key_for chooses it).
   GemmKey key_for(std::int64_t m) const;
@@ -55,11 +59,23 @@ class QuantizedLinear {
   Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
   bool uses_amx() const { return amx_; }
 
+  // What a call of M rows runs: the kernel and how it is split over the pool. Resolved
+  // from the tuning table and the code cache on the first call of its bucket (AMX or
+  // not) after the table or the AMX threshold changed, not on every call.
+  struct CallPlan {
+    std::shared_ptr<const GemmGenerator> code;
+    ThreadSplit split = ThreadSplit::units;
+  };
+  CallPlan plan_for(std::int64_t m) const;
+
  private:
+  struct CallPlans;
+
   PackedWeights weights_;
   Epilogue epilogue_;
   Isa isa_;
   bool amx_ = false;
+  std::unique_ptr<CallPlans> plans_;
 };
 
 }  // namespace qforge

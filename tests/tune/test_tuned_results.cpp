@@ -84,6 +84,7 @@ TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
       for (const Blocking& b : space) {
         install_one(key, b, threads, threads);
         ASSERT_EQ(layer.key_for(c.m).blocking, b);  // the table really is in use
+        ASSERT_EQ(layer.plan_for(c.m).code->key(), layer.key_for(c.m));  // and calls see it
         const std::vector<float> got = run();
         ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
             << kernel_name(layer.key_for(c.m)) << " threads " << threads;
@@ -132,6 +133,9 @@ TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
       EXPECT_EQ(layer.key_for(gemm_min - 1).bucket, gemm_min == 2 ? MBucket::one : MBucket::small);
       EXPECT_EQ(layer.key_for(gemm_min).bucket, MBucket::large);
       EXPECT_EQ(tuned_thread_split(layer.key_for(64)), ThreadSplit::rows);
+      // The layer's calls, planned before the table came, follow it now.
+      EXPECT_EQ(layer.plan_for(gemm_min).code->key(), layer.key_for(gemm_min));
+      EXPECT_EQ(layer.plan_for(64).split, ThreadSplit::rows);
       for (std::size_t i = 0; i < ms.size(); ++i) {
         const std::vector<float> got = run(ms[i]);
         ASSERT_EQ(std::memcmp(got.data(), want[i].data(), got.size() * sizeof(float)), 0)
