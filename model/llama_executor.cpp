@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "jit/base/error.h"
+#include "model/vector_kernels.h"
 
 namespace qforge {
 namespace {
@@ -138,17 +139,14 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
       const int kv_offset = (h / group) * head_dim;
       for (int p = 0; p <= last; ++p) {
         const float* k = cache_.key(layer, p) + kv_offset;
-        float score = 0.f;
-        for (int i = 0; i < head_dim; ++i) score += q[i] * k[i];
-        scores[p] = score / scale;
+        scores[p] = dot(q, k, head_dim) / scale;
       }
       softmax(scores, last + 1);
       float* out = xb_.data() + std::size_t(r) * c.dim + h * head_dim;
       std::fill(out, out + head_dim, 0.f);
       for (int p = 0; p <= last; ++p) {
         const float* v = cache_.value(layer, p) + kv_offset;
-        const float a = scores[p];
-        for (int i = 0; i < head_dim; ++i) out[i] += a * v[i];
+        add_scaled(out, scores[p], v, head_dim);
       }
     }
   });
