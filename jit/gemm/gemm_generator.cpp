@@ -315,7 +315,6 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
   for (int r = 0; r < rows; ++r)
     for (int quad = 0; quad < quads; ++quad) {
       vpbroadcastd(broadcast(), bcast_at(ak_, r * a_stride_ + disp_a + 4 * quad));
-      if (!isa_.vnni) vpxor(broadcast(), broadcast(), constant(kConstByte80));  // xu -> xq
       for (int t = 0; t < t_count; ++t) emit_dot(acc(r, t), broadcast(), t, quad == 1);
     }
 }

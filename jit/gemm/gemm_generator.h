@@ -116,8 +116,7 @@ class GemmGenerator : public JitGenerator {
 
 // Constant table offsets (one vector each, vector_bytes apart, in emit_constants order).
 enum GemmConstant : int {
-  kConstByte80 = 0,
-  kConstOnes16,
+  kConstOnes16 = 0,
   kConstNibbleMask,
   kConstHalf,
   kConstExpLo,

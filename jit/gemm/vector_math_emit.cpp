@@ -78,7 +78,6 @@ void GemmGenerator::emit_constants() {
   };
   align(64);
   L(constants_);
-  splat(0x80808080u);                               // kConstByte80
   splat(0x00010001u);                               // kConstOnes16
   splat(0x0f0f0f0fu);                               // kConstNibbleMask
   splat(bits_of(0.5f));                             // kConstHalf

@@ -87,7 +87,8 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
   const std::int64_t columns = shape.units() * 16;
   for (const std::int64_t m : ms_) {
     Rows rows;
-    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
+    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group,
+                        activation_form_of(shape.isa));
     const auto x = pseudo_random(m * shape.k, 4, 1.f);
     quantize_activations(x.data(), shape.k, rows.x);
     rows.out.resize(static_cast<std::size_t>(m * columns * sizeof(float)));

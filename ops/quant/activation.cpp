@@ -15,22 +15,37 @@ float round_half_away(float v) {
   return std::round(v);
 }
 
+ActivationForm activation_form_of(Isa isa) {
+  return isa == Isa::avx2 ? ActivationForm::signed_s8 : ActivationForm::offset_u8;
+}
+
+namespace {
+
+// The byte of xq = 0: the padding, and every element of a zero row.
+int zero_byte(ActivationForm form) {
+  return form == ActivationForm::offset_u8 ? 128 : 0;
+}
+
+}  // namespace
+
 void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t k,
-                         std::int64_t k_padded, std::int64_t group) {
+                         std::int64_t k_padded, std::int64_t group, ActivationForm form) {
   QF_REQUIRE(m > 0 && k > 0 && group > 0 && k_padded >= k && k_padded % group == 0,
              "activations: bad shape M ", m, ", K ", k, ", Kp ", k_padded, ", g ", group);
   const std::int64_t stride = static_cast<std::int64_t>(round_up(k_padded, kCacheLine));
-  const bool same = out.m == m && out.k == k && out.k_padded == k_padded && out.group == group;
+  const bool same = out.m == m && out.k == k && out.k_padded == k_padded && out.group == group &&
+                    out.form == form;
   if (same) return;
   out.m = m;
   out.k = k;
   out.k_padded = k_padded;
   out.group = group;
+  out.form = form;
   out.row_stride = stride;
   out.xu.resize(m * stride);
   out.scale.resize(m);
   out.group_sums.resize(m * (k_padded / group));
-  std::memset(out.xu.data(), 128, m * stride);  // padding: xq = 0
+  std::memset(out.xu.data(), zero_byte(form), m * stride);  // padding: xq = 0
 }
 
 namespace {
@@ -46,12 +61,11 @@ void check_finite_row(const float* x, std::int64_t k, std::int64_t row) {
     QF_REQUIRE(std::isfinite(x[i]), "activations: x[", row, "][", i, "] is not finite");
 }
 
-// Sums xq per group for one row, reading back the bytes just written (xu - 128).
-void row_group_sums(const std::uint8_t* xu, std::int64_t groups, std::int64_t group,
-                    std::int32_t* sums) {
-  for (std::int64_t j = 0; j < groups; ++j) {
+// Sums xq per group for row r, reading back the bytes just written.
+void row_group_sums(const QuantizedActivations& out, std::int64_t r, std::int32_t* sums) {
+  for (std::int64_t j = 0; j < out.groups(); ++j) {
     std::int32_t s = 0;
-    for (std::int64_t i = 0; i < group; ++i) s += static_cast<int>(xu[j * group + i]) - 128;
+    for (std::int64_t i = 0; i < out.group; ++i) s += out.value(r, j * out.group + i);
     sums[j] = s;
   }
 }
@@ -59,8 +73,9 @@ void row_group_sums(const std::uint8_t* xu, std::int64_t groups, std::int64_t gr
 // Quantizes one row and, in the same pass, adds each xq to its group's sum (when no
 // 8-wide vector straddles two groups; otherwise returns false and the caller sums).
 __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::int64_t k, float a,
-                                                           std::int64_t group, std::uint8_t* xu,
-                                                           std::int32_t* sums) {
+                                                           std::int64_t group, ActivationForm form,
+                                                           std::uint8_t* xu, std::int32_t* sums) {
+  const bool offset = form == ActivationForm::offset_u8;
   const bool fused_sums = group % 8 == 0;
   // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
   const __m256 div = _mm256_set1_ps(a);
@@ -68,7 +83,7 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
   const __m256 one = _mm256_set1_ps(1.f);
   const __m256 sign_bit = _mm256_set1_ps(-0.f);
   const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
-  const __m256i bias = _mm256_set1_epi32(128);
+  const __m256i bias = _mm256_set1_epi32(zero_byte(form));
   std::int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), div);
@@ -84,24 +99,26 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
       h = _mm_hadd_epi32(h, h);
       sums[i / group] += _mm_cvtsi128_si32(h);
     }
+    // 8 x int32 in [1, 255] (offset) or [-127, 127] (signed) -> 8 bytes.
     const __m256i q = _mm256_add_epi32(q_signed, bias);
-    // 8 x int32 in [1, 255] -> 8 bytes.
-    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    const __m128i b = _mm_packus_epi16(w, w);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i w = offset ? _mm_packus_epi32(lo, hi) : _mm_packs_epi32(lo, hi);
+    const __m128i b = offset ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(xu + i), b);
   }
   for (; i < k; ++i) {
     const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
-    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + zero_byte(form));
     if (fused_sums) sums[i / group] += static_cast<int>(r);
   }
   return fused_sums;
 }
 
-void quantize_row_scalar(const float* x, std::int64_t k, float a, std::uint8_t* xu) {
+void quantize_row_scalar(const float* x, std::int64_t k, float a, ActivationForm form,
+                         std::uint8_t* xu) {
   for (std::int64_t i = 0; i < k; ++i) {
     const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
-    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + 128);
+    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + zero_byte(form));
   }
 }
 
@@ -118,13 +135,13 @@ void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) 
     std::fill(sums, sums + out.groups(), 0);
     bool sums_done = a == 0.f;
     if (a == 0.f) {
-      std::memset(xu, 128, out.k);
+      std::memset(xu, zero_byte(out.form), out.k);
     } else if (kUseAvx2) {
-      sums_done = quantize_row_avx2(row, out.k, a, out.group, xu, sums);
+      sums_done = quantize_row_avx2(row, out.k, a, out.group, out.form, xu, sums);
     } else {
-      quantize_row_scalar(row, out.k, a, xu);
+      quantize_row_scalar(row, out.k, a, out.form, xu);
     }
-    if (!sums_done) row_group_sums(xu, out.groups(), out.group, sums);
+    if (!sums_done) row_group_sums(out, r, sums);
   }
 }
 

@@ -37,9 +37,10 @@ std::int32_t corrected_sum(const PackedWeights& w, const QuantizedActivations& x
   const std::int64_t g = w.header.group;
   const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
   const std::uint8_t* trailer = group + geo.group_data_bytes;
-  const std::uint8_t* xu = x.row(m) + j * g;
+  // sum of xq * operand, as a VNNI kernel gets it: sum of xu * operand - comp
   std::int32_t acc = 0;
-  for (std::int64_t i = 0; i < g; ++i) acc += int{xu[i]} * operand_at(group, w.bits(), lane, i);
+  for (std::int64_t i = 0; i < g; ++i)
+    acc += (x.value(m, j * g + i) + 128) * operand_at(group, w.bits(), lane, i);
   const std::int32_t comp = load_i32(trailer + kTrailerComp + 4 * lane);
   const std::int32_t zc = w.asymmetric() ? load_i32(trailer + kTrailerZeroCoef + 4 * lane)
                                          : zero_coef_of(0, w.bits(), false);

@@ -62,6 +62,39 @@ TEST(Activation, VectorPathIsBitIdenticalToReference) {
   }
 }
 
+// The signed form holds xq itself: the offset form's bytes minus 128, the same scales and
+// sums, on the vector path and the reference, padding included.
+TEST(Activation, SignedFormIsTheOffsetFormMinus128) {
+  for (std::int64_t k : {5, 64, 100}) {
+    const std::int64_t m = 3, kp = (k + 63) / 64 * 64, g = k == 100 ? 4 : kp;
+    auto x = test::random_floats(m * k, 50 + k, 1.f);
+    for (std::int64_t i = 0; i < k; ++i) x[2 * k + i] = 0.f;  // a zero row
+    QuantizedActivations offset, fast, ref;
+    prepare_activations(offset, m, k, kp, g);
+    prepare_activations(fast, m, k, kp, g, ActivationForm::signed_s8);
+    prepare_activations(ref, m, k, kp, g, ActivationForm::signed_s8);
+    quantize_activations(x.data(), k, offset);
+    quantize_activations(x.data(), k, fast);
+    quantize_activations_reference(x.data(), k, ref);
+    for (std::int64_t r = 0; r < m; ++r) {
+      EXPECT_EQ(fast.scale[r], offset.scale[r]);
+      EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0) << "K " << k << " row " << r;
+      for (std::int64_t i = 0; i < kp; ++i) {
+        ASSERT_EQ(int(static_cast<std::int8_t>(fast.row(r)[i])), int(offset.row(r)[i]) - 128)
+            << "K " << k << " row " << r << " i " << i;
+        ASSERT_EQ(fast.value(r, i), offset.value(r, i));
+      }
+      for (std::int64_t j = 0; j < kp / g; ++j) {
+        EXPECT_EQ(fast.sums(r)[j], offset.sums(r)[j]);
+        EXPECT_EQ(ref.sums(r)[j], offset.sums(r)[j]);
+      }
+    }
+  }
+  EXPECT_EQ(activation_form_of(Isa::avx2), ActivationForm::signed_s8);
+  EXPECT_EQ(activation_form_of(Isa::avx_vnni), ActivationForm::offset_u8);
+  EXPECT_EQ(activation_form_of(Isa::amx), ActivationForm::offset_u8);
+}
+
 TEST(Activation, RejectsNonFiniteAndBadShapes) {
   QuantizedActivations q;
   EXPECT_THROW(prepare_activations(q, 1, 0, 64, 64), Error);

@@ -140,6 +140,21 @@ TEST(GemmReference, SwigluOfAnInterleavedPair) {
       gemm_reference(g, xq, Epilogue{false, true, false, OutputKind::f32}, {}, y.data(), n), Error);
 }
 
+// The reference reads both activation forms to the same result.
+TEST(GemmReference, BothActivationFormsGiveTheSameOutput) {
+  for (const char* scheme : {"int8", "int4-g32-asym", "int8-g64-asym"}) {
+    const Problem p = make_problem(3, 40, 200, scheme, 77);
+    QuantizedActivations signed_x;
+    prepare_activations(signed_x, p.m, p.k, p.packed.header.k_padded, p.packed.header.group,
+                        ActivationForm::signed_s8);
+    quantize_activations(p.x.data(), p.k, signed_x);
+    std::vector<float> a(p.m * p.n), b(p.m * p.n);
+    gemm_reference(p.packed, p.xq, Epilogue{}, {}, a.data(), p.n);
+    gemm_reference(p.packed, signed_x, Epilogue{}, {}, b.data(), p.n);
+    EXPECT_EQ(a, b) << scheme;
+  }
+}
+
 TEST(GemmReference, RejectsMismatchedOperands) {
   const Problem p = make_problem(1, 16, 64, "int8", 1);
   QuantizedActivations other;

@@ -43,11 +43,12 @@ std::string check_kernel(const KernelCase& c) {
   const auto x = random_floats(m * k, c.seed + 1, 1.f);
   const PackedWeights packed = pair ? pack_swiglu_pair(w.data(), w_up.data(), n, k, c.scheme, 1)
                                     : pack_weights(w.data(), n, k, c.scheme, 1);
+  const GemmKey key = key_for(c, packed.header);
   QuantizedActivations xq;
-  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
+  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group,
+                      activation_form_of(key.isa));
   quantize_activations(x.data(), k, xq);
 
-  const GemmKey key = key_for(c, packed.header);
   const std::shared_ptr<const GemmGenerator> generator = generate_kernel(key);
 
   const std::int64_t ldc = n + 3;  // a stride wider than N: columns N..ldc must stay untouched
