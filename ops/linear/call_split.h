@@ -1,10 +1,10 @@
 // How one kernel call is shared by the thread pool's threads:
 //
 //              units 0 .. U (16 columns each)
-//            +-------------+-------------+
-//   rows     |  thread 0   |  thread 1   |      units: thread t runs units [U t/T, U (t+1)/T)
-//   0 .. M   |             |             |             of every row (its own panels)
-//            +-------------+-------------+
+//            +-------+-------+-------+-----+
+//   rows     | chunk | chunk | chunk | ... |      units: threads take chunks of about
+//   0 .. M   |       |       |       |     |             U / (4 T) units (all rows of
+//            +-------+-------+-------+-----+             them), each the next one free
 //
 //            +---------------------------+
 //            |  thread 0: rows [0, M/T)  |      rows:  thread t runs rows [M t/T, M (t+1)/T)
@@ -18,6 +18,8 @@
 // operands, so the split never changes a result.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "jit/gemm/gemm_args.h"
@@ -28,6 +30,7 @@
 namespace qforge {
 
 inline constexpr double kMinOpsToSplit = 2.0 * (1 << 20);
+inline constexpr std::int64_t kUnitChunksPerThread = 4;
 
 // What moving a call's first row needs besides the call itself.
 struct CallRows {
@@ -62,11 +65,20 @@ void run_split(const GemmCallArgs& call, std::int64_t units, double ops, const C
     });
     return;
   }
-  pool.run([&](int t) {
+  // Units are dealt in chunks, kUnitChunksPerThread per thread on average, each thread
+  // taking the next chunk when it finishes one: a thread the host slows down (a vCPU
+  // descheduled for a while) takes fewer, where equal halves would leave the other
+  // waiting.
+  const std::int64_t chunk = std::max<std::int64_t>(1, units / (threads * kUnitChunksPerThread));
+  std::atomic<std::int64_t> next{0};
+  pool.run([&](int) {
     GemmCallArgs mine = call;
-    mine.unit_begin = units * t / threads;
-    mine.unit_end = units * (t + 1) / threads;
-    if (mine.unit_end > mine.unit_begin) run(mine);
+    for (;;) {
+      mine.unit_begin = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (mine.unit_begin >= units) return;
+      mine.unit_end = std::min(units, mine.unit_begin + chunk);
+      run(mine);
+    }
   });
 }
 
