@@ -147,12 +147,18 @@ TEST(NativeRepack, ModelFollowsTheFileItsWeightsCameFrom) {
   std::filesystem::remove(path);
 }
 
-TEST(EmbeddingTable, Int8RowsDequantizeWithinHalfAStep) {
-  std::mt19937 rng(11);
+// rows x dim values drawn from N(0, 0.5).
+std::vector<float> random_table(int rows, int dim, unsigned seed) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 0.5f);
-  const int rows = 13, dim = 70;
   std::vector<float> values(std::size_t(rows * dim));
   for (float& v : values) v = normal(rng);
+  return values;
+}
+
+TEST(EmbeddingTable, Int8RowsDequantizeWithinHalfAStep) {
+  const int rows = 13, dim = 70;
+  std::vector<float> values = random_table(rows, dim, 11);
   std::fill(values.begin() + 2 * dim, values.begin() + 3 * dim, 0.f);  // an all-zero row
   const EmbeddingTable f32(values, rows, dim, false), int8(values, rows, dim, true);
   EXPECT_TRUE(int8.int8());
@@ -174,11 +180,8 @@ TEST(EmbeddingTable, Int8RowsDequantizeWithinHalfAStep) {
 // Reading the rows 16 at a time from two threads gives the table of the whole matrix,
 // and a non-finite value is named by its row.
 TEST(EmbeddingTable, Int8FromRowsMatchesTheWholeMatrix) {
-  std::mt19937 rng(12);
-  std::normal_distribution<float> normal(0.f, 0.5f);
   const int rows = 101, dim = 37;
-  std::vector<float> values(std::size_t(rows * dim));
-  for (float& v : values) v = normal(rng);
+  std::vector<float> values = random_table(rows, dim, 12);
   const RowSource source = [&](std::int64_t first, std::int64_t count, float* out) {
     std::copy_n(values.data() + first * dim, count * dim, out);
   };
