@@ -18,12 +18,26 @@ std::optional<QuantScheme> native_scheme(GgmlType type) {
     scheme.bits = 8;
     return scheme;
   }
-  if (type == GgmlType::Q4_0) {
+  if (type == GgmlType::Q4_0 || type == GgmlType::Q4_1) {
     scheme.bits = 4;
+    scheme.asymmetric = type == GgmlType::Q4_1;
     return scheme;
   }
   return std::nullopt;
 }
+
+namespace {
+
+// A 32-value block's 16 nibble bytes: low nibbles are values 0..15, high ones 16..31.
+void unpack_nibbles(const std::byte* bytes, int shift, std::int16_t* q) {
+  for (int j = 0; j < 16; ++j) {
+    const auto byte = std::to_integer<std::uint8_t>(bytes[j]);
+    q[j] = static_cast<std::int16_t>((byte & 15) + shift);
+    q[j + 16] = static_cast<std::int16_t>((byte >> 4) + shift);
+  }
+}
+
+}  // namespace
 
 QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   QF_REQUIRE(!tensors.empty(), "repack: no tensors");
@@ -50,6 +64,7 @@ QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   out.q.resize(std::size_t(out.n * out.k));
   out.scales.resize(std::size_t(out.n * blocks));
   out.zero_points.assign(std::size_t(out.n * blocks), 0);
+  if (first.type == GgmlType::Q4_1) out.offsets.assign(std::size_t(out.n * blocks), 0.f);
   std::int64_t row_out = 0;
   for (const TensorView* t : tensors) {
     for (std::int64_t r = 0; r < t->rows; ++r, ++row_out) {
@@ -62,14 +77,20 @@ QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
           std::memcpy(&d_bits, block, 2);
           for (int i = 0; i < 32; ++i)
             q[i] = static_cast<std::int8_t>(std::to_integer<std::uint8_t>(block[2 + i]));
-        } else {
+        } else if (t->type == GgmlType::Q4_0) {
           const std::byte* block = row.data() + b * kQ4_0BlockBytes;
           std::memcpy(&d_bits, block, 2);
-          for (int j = 0; j < 16; ++j) {
-            const auto byte = std::to_integer<std::uint8_t>(block[2 + j]);
-            q[j] = static_cast<std::int16_t>((byte & 15) - 8);
-            q[j + 16] = static_cast<std::int16_t>((byte >> 4) - 8);
-          }
+          unpack_nibbles(block + 2, -8, q);
+        } else {
+          const std::byte* block = row.data() + b * kQ4_1BlockBytes;
+          std::uint16_t m_bits;
+          std::memcpy(&d_bits, block, 2);
+          std::memcpy(&m_bits, block + 2, 2);
+          unpack_nibbles(block + 4, 0, q);
+          const float m = f16_to_f32(m_bits);
+          if (!std::isfinite(m))
+            fail("repack: tensor '", t->name, "' row ", r, " block ", b, " has minimum ", m);
+          out.offsets[std::size_t(row_out * blocks + b)] = m;
         }
         const float d = f16_to_f32(d_bits);
         if (!std::isfinite(d))

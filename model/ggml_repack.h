@@ -4,9 +4,11 @@
 //                                                                  scale d, q as stored
 //   Q4_0 block (32 values): w = d * (n - 8), n in [0, 15]      ->  int4 g32 symmetric,
 //                                                                  scale d, q = n - 8
-// so the packed kernels compute exactly what ggml's dequantized weights give. Q4_1
-// (w = d * n + m) has a float offset the integer zero point cannot hold; it is not
-// repacked here (callers requantize it from its dequantized values).
+//   Q4_1 block (32 values): w = d * n + m,   n in [0, 15]      ->  int4 g32 asymmetric,
+//                                                                  scale d, q = n, offset m
+// so the packed kernels compute exactly what ggml's dequantized weights give (Q4_1's
+// minimum m rides in the packed offset, which the kernels multiply by the activation's
+// group sum, as ggml's q4_1 x q8_1 dot product does).
 #pragma once
 
 #include <optional>

@@ -145,7 +145,7 @@ class LayerBuilder {
     if (!dense && precision_.native && !classifier && all_native(tensors))
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion);
-    const QuantScheme scheme = classifier ? kPerChannelInt8 : scheme_for(tensors);
+    const QuantScheme scheme = classifier ? kPerChannelInt8 : precision_.scheme;
     if (!dense && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion);
@@ -163,7 +163,7 @@ class LayerBuilder {
           pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
           LinearFusion::swiglu);
     }
-    const QuantScheme scheme = scheme_for({&gate, &up});
+    const QuantScheme scheme = precision_.scheme;
     if (precision_.quantized && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}), stacked_rows({&up}),
@@ -176,20 +176,6 @@ class LayerBuilder {
     const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
         pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu);
-  }
-
-  // The scheme for requantized tensors: in a native run, Q4_1 (whose float offset the
-  // integer zero point cannot hold) becomes int4 g32 asymmetric, its nearest layout.
-  QuantScheme scheme_for(const Sources& tensors) const {
-    if (!precision_.native) return precision_.scheme;
-    for (const TensorView* t : tensors)
-      if (t->type != GgmlType::Q4_1) return precision_.scheme;
-    QuantScheme q41;
-    q41.bits = 4;
-    q41.asymmetric = true;
-    q41.granularity = Granularity::per_group;
-    q41.group = 32;
-    return q41;
   }
 
   bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
@@ -232,7 +218,7 @@ std::string to_string(const Precision& precision) {
   const char* dense = precision.dense == DenseType::bf16 ? "bf16" : "f32";
   if (!precision.quantized) return dense;
   std::string out = precision.native
-                        ? "native (Q8_0/Q4_0 kept; else " + to_string(precision.scheme) + ")"
+                        ? "native (Q8_0/Q4_0/Q4_1 kept; else " + to_string(precision.scheme) + ")"
                         : to_string(precision.scheme);
   if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";
   return out;

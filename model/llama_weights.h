@@ -12,8 +12,9 @@
 //
 // f32 / bf16: every linear layer through oneDNN in that type. int8 / int4: linear layers
 // through the JIT kernels with the chosen scheme, the classifier int8 per-channel (or
-// f32 / bf16 on request). native: a Q8_0 / Q4_0 tensor of a GGUF file is repacked as it
-// is (int8 / int4 g32 symmetric, no requantization); any other tensor gets `scheme`.
+// f32 / bf16 on request). native: a Q8_0 / Q4_0 / Q4_1 tensor of a GGUF file is repacked
+// as it is (int8 / int4 g32; Q4_1 asymmetric with float offsets; no requantization); any
+// other tensor gets `scheme`.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ struct Precision {
   bool quantized = true;             // false: every linear layer dense (oneDNN)
   DenseType dense = DenseType::f32;  // the dense layers' weight type
   QuantScheme scheme;                // the linear layers' scheme when quantized
-  bool native = false;         // quantized: keep a GGUF file's Q8_0 / Q4_0 tensors as they are
+  bool native = false;  // quantized: keep a GGUF file's Q8_0 / Q4_0 / Q4_1 tensors as they are
   bool lm_head_dense = false;  // quantized model: classifier dense (type `dense`)
 };
 

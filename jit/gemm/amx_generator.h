@@ -10,7 +10,8 @@
 //         C tiles = 0
 //         for k step: B tiles <- packed rows (int4: nibbles unpacked to s8 on the stack)
 //                     A tiles <- xu rows;  C += A x B (tdpbusd)
-//         C tiles -> stack; per row (zmm): C = acc - comp + zc * xsum; sums += float(C) * s
+//         C tiles -> stack; per row (zmm): C = acc - comp + zc * xsum;
+//                     sums += float(C) * s (+ float(xsum) * offset, asymmetric)
 //       per row not stored yet: y = sums * a[row]; epilogue; store (masked N tail)
 //
 // The configuration check runs in the kernel on the calling thread's own tile state, so

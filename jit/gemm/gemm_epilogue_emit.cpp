@@ -10,8 +10,9 @@ using namespace Xbyak::util;
 // After a group's K rows, bk_ points at panel 0's trailer of that group:
 //   [bk_ + pp * panel_bytes + 0]    scales[16]  f32
 //   [bk_ + pp * panel_bytes + 64]   comp[16]    i32   (128 * sum of operands)
-//   [bk_ + pp * panel_bytes + 128]  zc[16]      i32   (asymmetric only)
-// C = acc (- comp, VNNI only) + zc * xsum;   fsum = fma(float(C), scale, fsum)
+//   [bk_ + pp * panel_bytes + 128]  offset[16]  f32   (asymmetric only)
+// C = acc (- comp, VNNI only) (- 8 * xsum, int4 sym);   fsum = fma(float(C), scale, fsum)
+// asymmetric:                                          fsum = fma(float(xsum), offset, fsum)
 void GemmGenerator::emit_group_correction(int rows, int units) {
   emit_group_correction_rows(rows, units);
   add(bk_, static_cast<int>(trailer_bytes_));
@@ -21,28 +22,28 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
 
 // Row r's xsum is at [sums_ + r * groups * 4], its group sums go to out_ + r * groups * Np * 4
 // and its float sums are fsum(r, t) or fsum_spill(r, t); a single group leaves
-// y = float(C) * scale in acc(r, t).
+// y = float(C) * scale (+ float(xsum) * offset) in acc(r, t).
 void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const int t_count = per_row(units);
-  const bool need_xsum = key_.asymmetric || key_.bits == 4;
-  const Xmm xsum = epilogue_temp(0), product = epilogue_temp(1), spill = epilogue_temp(2);
+  const bool asym = key_.asymmetric;
+  const bool int4_sym = !asym && key_.bits == 4;
+  const Xmm xsum = epilogue_temp(0), spill = epilogue_temp(2);
   const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
   for (int r = 0; r < rows; ++r) {
-    if (need_xsum) {
+    if (int4_sym || (asym && !sums_out)) {
       vpbroadcastd(xsum, dword[sums_ + r * groups_ * 4]);
-      if (!key_.asymmetric) vpslld(xsum, xsum, 3);  // int4 sym: zc = -8
+      if (int4_sym)
+        vpslld(xsum, xsum, 3);  // zc = -8: C -= 8 * xsum
+      else
+        vcvtdq2ps(xsum, xsum);  // float(xsum) for the offset term
     }
     for (int t = 0; t < t_count; ++t) {
       const int pp = panel_of(t), v = vector_of(t);
       const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_;
+      const Address scale = vector_at(bk_, trailer), offset = vector_at(bk_, trailer + 128);
       const Xmm sum = acc(r, t);
       if (isa_.vnni) vpsubd(sum, sum, vector_at(bk_, trailer + 64));
-      if (key_.asymmetric) {
-        vpmulld(product, xsum, vector_at(bk_, trailer + 128));
-        vpaddd(sum, sum, product);
-      } else if (key_.bits == 4) {
-        vpsubd(sum, sum, xsum);
-      }
+      if (int4_sym) vpsubd(sum, sum, xsum);
       if (sums_out) {
         const std::int64_t at = r * groups_ * n_padded_ * 4 + pp * 64 + v * vector_bytes_;
         vmovups(vector_at(out_, at), sum);
@@ -50,12 +51,15 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
       }
       vcvtdq2ps(sum, sum);
       if (groups_ == 1) {
-        vmulps(sum, sum, vector_at(bk_, trailer));
+        vmulps(sum, sum, scale);
+        if (asym) vfmadd231ps(sum, xsum, offset);
       } else if (!plan_.float_sums_in_memory) {
-        vfmadd231ps(fsum(r, t), sum, vector_at(bk_, trailer));
+        vfmadd231ps(fsum(r, t), sum, scale);
+        if (asym) vfmadd231ps(fsum(r, t), xsum, offset);
       } else {
         vmovups(spill, fsum_spill(r, t));
-        vfmadd231ps(spill, sum, vector_at(bk_, trailer));
+        vfmadd231ps(spill, sum, scale);
+        if (asym) vfmadd231ps(spill, xsum, offset);
         vmovups(fsum_spill(r, t), spill);
       }
     }

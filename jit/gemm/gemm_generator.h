@@ -8,6 +8,7 @@
 //         acc = 0
 //         for packed row (64 bytes / panel): load weights, broadcast x quads, dot
 //         correct: C = acc (- comp) + zc * xsum_j  ;  fsum = fma(float(C), scale_j, fsum)
+//                  asymmetric: fsum = fma(float(xsum_j), offset_j, fsum)
 //       y = fsum * a[row]; epilogue (bias, SwiGLU, residual); store (masked N tail)
 //
 // dot(acc, x, w):  VNNI      acc += vpdpbusd(xu, w)                 (then C = acc - comp)

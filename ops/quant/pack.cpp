@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -26,9 +27,8 @@ int value_of_operand(int operand, int bits, bool asymmetric) {
   return asymmetric ? operand : operand - 8;
 }
 
-int zero_coef_of(int zero_point, int bits, bool asymmetric) {
-  if (bits == 8) return asymmetric ? 128 - zero_point : 0;
-  return asymmetric ? -zero_point : -8;
+int symmetric_zero_coef(int bits) {
+  return bits == 8 ? 0 : -8;
 }
 
 namespace {
@@ -50,10 +50,12 @@ void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
   for (int c = 0; c < kPanelWidth; ++c) {
     const float scale = pg.params[c].scale;
     const std::int32_t comp = 128 * pg.operand_sums[c];
-    const std::int32_t zc = zero_coef_of(pg.params[c].zero_point, h.bits, asym);
     std::memcpy(trailer + kTrailerScales + 4 * c, &scale, 4);
     std::memcpy(trailer + kTrailerComp + 4 * c, &comp, 4);
-    if (asym) std::memcpy(trailer + kTrailerZeroCoef + 4 * c, &zc, 4);
+    if (asym) {
+      const float offset = asymmetric_offset(pg.params[c], h.bits);
+      std::memcpy(trailer + kTrailerOffset + 4 * c, &offset, 4);
+    }
   }
 }
 
@@ -248,12 +250,15 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
   const int halves = h.interleaved_pair ? 2 : 1;
   for (int s = 0; s < halves; ++s) {
     const QuantizedTensor& t = *sources[s];
-    QF_REQUIRE(t.n == h.n && t.k == h.k && t.scheme == sources[0]->scheme &&
-                   t.k_padded == h.k_padded && t.group == h.group &&
-                   static_cast<std::int64_t>(t.q.size()) == t.n * t.k_padded &&
-                   static_cast<std::int64_t>(t.scales.size()) == t.n * geo.groups &&
-                   static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups,
-               "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
+    QF_REQUIRE(
+        t.n == h.n && t.k == h.k && t.scheme == sources[0]->scheme && t.k_padded == h.k_padded &&
+            t.group == h.group && static_cast<std::int64_t>(t.q.size()) == t.n * t.k_padded &&
+            static_cast<std::int64_t>(t.scales.size()) == t.n * geo.groups &&
+            static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups &&
+            (t.offsets.empty() || static_cast<std::int64_t>(t.offsets.size()) == t.n * geo.groups),
+        "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
+    QF_REQUIRE(t.offsets.empty() || (h.bits == 4 && h.asymmetric),
+               "pack: float offsets need an int4 asymmetric scheme, not ", to_string(t.scheme));
   }
   const int q_min = h.bits == 8 ? (h.asymmetric ? 0 : -128) : (h.asymmetric ? 0 : -8);
   const int q_max = h.bits == 8 ? (h.asymmetric ? 255 : 127) : (h.asymmetric ? 15 : 7);
@@ -273,7 +278,7 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
           }
           const QuantizedTensor& t = *sources[pc.half];
           const std::int64_t gi = column * geo.groups + j;
-          pg.params[c] = {t.scales[gi], t.zero_points[gi]};
+          pg.params[c] = {t.scales[gi], t.zero_points[gi], t.offsets.empty() ? 0.f : t.offsets[gi]};
           const std::int16_t* src = t.q.data() + column * t.k_padded + j * h.group;
           std::int8_t* operands = pg.operands.data() + c * h.group;
           std::int32_t sum = 0;
@@ -322,6 +327,10 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
   t.q.assign(t.n * t.k_padded, 0);
   t.scales.assign(t.n * geo.groups, 0.f);
   t.zero_points.assign(t.n * geo.groups, 0);
+  // Offsets are read as integer zero points while every group's offset is one; otherwise
+  // (GGUF Q4_1) the whole tensor keeps its float offsets.
+  std::vector<float> offsets(t.n * geo.groups, 0.f);
+  bool integer_zero_points = true;
   const bool asym = h.asymmetric != 0;
   for (std::int64_t panel = 0; panel < geo.panels; ++panel) {
     const std::uint8_t* group = packed.panel(panel);
@@ -343,18 +352,36 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
           t.q[pc.column * t.k_padded + j * h.group + i] =
               static_cast<std::int16_t>(value_of_operand(operand, h.bits, asym));
         }
-        std::int32_t comp, zc = zero_coef_of(0, h.bits, false);
-        float scale;
+        std::int32_t comp;
+        float scale, offset = 0.f;
         std::memcpy(&scale, trailer + kTrailerScales + 4 * c, 4);
         std::memcpy(&comp, trailer + kTrailerComp + 4 * c, 4);
-        if (asym) std::memcpy(&zc, trailer + kTrailerZeroCoef + 4 * c, 4);
+        if (asym) std::memcpy(&offset, trailer + kTrailerOffset + 4 * c, 4);
         QF_REQUIRE(comp == 128 * operand_sum, "unpack: panel ", panel, " group ", j, " column ", c,
                    ": compensation sum ", comp, " != 128 * ", operand_sum);
         const std::int64_t gi = pc.column * geo.groups + j;
         t.scales[gi] = scale;
-        t.zero_points[gi] = !asym ? 0 : (h.bits == 8 ? 128 - zc : -zc);
+        offsets[gi] = offset;
+        if (!asym) continue;
+        // The integer zero point whose offset this is, if there is one (else a Q4_1 minimum).
+        GroupParams p{scale, 0, 0.f};
+        const float ratio = scale != 0.f ? offset / scale : 0.f;
+        if (std::isfinite(ratio) && std::fabs(ratio) <= 256.f) {
+          const int zero_coef = static_cast<int>(std::round(ratio));
+          p.zero_point = h.bits == 8 ? 128 - zero_coef : -zero_coef;
+        }
+        const int z_max = h.bits == 8 ? 255 : 15;
+        if (p.zero_point >= 0 && p.zero_point <= z_max && asymmetric_offset(p, h.bits) == offset)
+          t.zero_points[gi] = p.zero_point;
+        else
+          integer_zero_points = false;
       }
     }
+  }
+  if (!integer_zero_points) {
+    QF_REQUIRE(h.bits == 4, "unpack: an int8 asymmetric offset is not scale * (128 - z)");
+    std::fill(t.zero_points.begin(), t.zero_points.end(), 0);
+    t.offsets = std::move(offsets);
   }
   return t;
 }

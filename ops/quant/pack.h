@@ -56,14 +56,15 @@ inline const float* group_scales(const std::uint8_t* group_trailer) {
 inline const std::int32_t* group_comp(const std::uint8_t* group_trailer) {
   return reinterpret_cast<const std::int32_t*>(group_trailer + kTrailerComp);
 }
-inline const std::int32_t* group_zero_coef(const std::uint8_t* group_trailer) {
-  return reinterpret_cast<const std::int32_t*>(group_trailer + kTrailerZeroCoef);
+inline const float* group_offsets(const std::uint8_t* group_trailer) {  // asymmetric only
+  return reinterpret_cast<const float*>(group_trailer + kTrailerOffset);
 }
 
 // The signed operand byte (int8) or nibble (int4) that encodes stored value q, and the
-// zero coefficient zc of a group (see the table in packed_layout.h).
+// integer correction zc of a symmetric group, C = acc - comp + zc * xsum (see the table
+// in packed_layout.h: -8 for int4, whose operand is q + 8; 0 for int8).
 int operand_of(int q, int bits, bool asymmetric);
 int value_of_operand(int operand, int bits, bool asymmetric);
-int zero_coef_of(int zero_point, int bits, bool asymmetric);
+int symmetric_zero_coef(int bits);
 
 }  // namespace qforge

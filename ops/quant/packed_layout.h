@@ -6,7 +6,7 @@
 // contiguous stream of groups; each group is its quads followed by its trailer:
 //
 //   panel p (columns 16p .. 16p+15):
-//     group 0: row 0 | row 1 | ... | row R-1 | scales[16] f32 | comp[16] i32 | (zc[16] i32)
+//     group 0: row 0 | row 1 | ... | row R-1 | scales[16] f32 | comp[16] i32 | (offset[16] f32)
 //     group 1: ...
 //
 //   int8 row r (64 bytes) = quad r of the group, VNNI-4 order:
@@ -17,17 +17,24 @@
 // One int8 row feeds one zmm vpdpbusd (two ymm ones); 16 rows are one AMX B tile.
 //
 // Operand encoding (the signed byte the u8 x s8 dot product sees) and its correction.
-// Activations arrive as xu = xq + 128 (u8). Per group j and column n the kernel forms
+// Activations arrive as xu = xq + 128 (u8; the AVX2 kernels read xq itself). Per group j
+// and column n the kernel forms
 //     acc = sum_k xu[k] * operand[k]                    (int32, vpdpbusd / tdpbusd)
-//     C   = acc - comp[n] + zc[n] * xsum[m][j]           (== sum_k xq[k] * (q[k] - z))
-//     y  += scale[n][j] * float(C);   finally y *= a[m]  (the activation's row scale)
-// where comp = 128 * sum_k operand[k] and xsum = sum_k xq[k] over the group:
+//     C   = acc - comp[n] (+ zc * xsum[m][j])            (int32, exact)
+//     y  += scale[n][j] * float(C)  (+ offset[n][j] * float(xsum[m][j]))
+//     finally y *= a[m]  (the activation's row scale)
+// where comp = 128 * sum_k operand[k] and xsum = sum_k xq[k] over the group. The
+// weight a column's group stands for is
 //
-//   scheme      stored q     operand        zc          trailer
-//   int8 sym    [-127,127]   q              0           scales, comp
-//   int8 asym   [0,255]      q - 128        128 - z     scales, comp, zc
-//   int4 sym    [-8,7]       q + 8 (nib)    -8          scales, comp
-//   int4 asym   [0,15]       q (nibble)     -z          scales, comp, zc
+//   scheme      stored q     operand        weight w                  trailer
+//   int8 sym    [-127,127]   q              s * operand               scales, comp
+//   int8 asym   [0,255]      q - 128        s * operand + offset      scales, comp, offset
+//   int4 sym    [-8,7]       q + 8 (nib)    s * (operand - 8)         scales, comp (zc = -8)
+//   int4 asym   [0,15]       q (nibble)     s * operand + offset      scales, comp, offset
+//
+// so sum_k xq * w = s * C + offset * xsum. An integer zero point z gives
+// offset = s * (128 - z) (int8) or -s * z (int4); GGUF Q4_1 (w = d * n + m) gives
+// scale d and offset m exactly, with the nibble n as the operand.
 //
 // Interleaved pairs (SwiGLU): panel 2p holds gate columns 16p.., panel 2p+1 the up
 // columns 16p..; the kernel emits silu(gate) * up for the N outputs.
@@ -45,12 +52,12 @@ inline constexpr int kQuadK = 4;              // k per VNNI quad
 inline constexpr int kRowBytes = 64;          // one packed row = 16 columns x 4 bytes
 inline constexpr int kPerChannelKAlign = 64;  // per-channel Kp: multiple of 64 (AMX K tile)
 inline constexpr std::uint32_t kPackedMagic = 0x4b504651;  // "QFPK"
-inline constexpr std::uint16_t kPackedLayoutVersion = 1;
+inline constexpr std::uint16_t kPackedLayoutVersion = 2;   // 2: asymmetric offsets are f32
 
 // Byte offsets inside a group's trailer.
 inline constexpr int kTrailerScales = 0;
 inline constexpr int kTrailerComp = 64;
-inline constexpr int kTrailerZeroCoef = 128;
+inline constexpr int kTrailerOffset = 128;  // asymmetric only
 
 // Self-describing header: everything needed to walk the buffer. 64 bytes, stored
 // beside the data (and first in a serialized blob).

@@ -34,6 +34,11 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
   return p;
 }
 
+float asymmetric_offset(const GroupParams& p, int bits) {
+  const int zero_coef = bits == 8 ? 128 - p.zero_point : -p.zero_point;
+  return p.scale * static_cast<float>(zero_coef) + p.offset;
+}
+
 int quantize_value(float value, const GroupParams& p, int bits, bool asymmetric) {
   if (p.scale == 0.f) return 0;
   const float r = std::round(value / p.scale);
@@ -107,7 +112,9 @@ std::vector<float> dequantize(const QuantizedTensor& t) {
   for (std::int64_t r = 0; r < t.n; ++r)
     for (std::int64_t c = 0; c < t.k; ++c) {
       const std::int64_t g = r * t.groups() + c / t.group;
-      w[r * t.k + c] = t.scales[g] * static_cast<float>(t.q[r * t.k_padded + c] - t.zero_points[g]);
+      const float offset = t.offsets.empty() ? 0.f : t.offsets[g];
+      w[r * t.k + c] =
+          t.scales[g] * static_cast<float>(t.q[r * t.k_padded + c] - t.zero_points[g]) + offset;
     }
   return w;
 }

@@ -21,7 +21,11 @@ namespace qforge {
 struct GroupParams {
   float scale = 0.f;
   int zero_point = 0;  // 0 for symmetric schemes
+  float offset = 0.f;  // int4 asymmetric with a float minimum (GGUF Q4_1): w = scale * q + offset
 };
+// The float term an asymmetric group's weights carry beside scale * operand (see
+// ops/quant/packed_layout.h): scale * (128 - z) for int8, -scale * z + offset for int4.
+float asymmetric_offset(const GroupParams& params, int bits);
 
 // Computes the scale (and zero point) of `count` values under `scheme`'s bits/symmetry.
 GroupParams choose_group_params(const float* values, std::int64_t count, int bits, bool asymmetric);
@@ -43,6 +47,9 @@ struct QuantizedTensor {
   std::vector<std::int16_t> q;            // n x k_padded stored values (range per the table above)
   std::vector<float> scales;              // n x (k_padded / group)
   std::vector<std::int32_t> zero_points;  // n x groups (all 0 when symmetric)
+  // Empty, or n x groups float minima of an int4 asymmetric tensor (GGUF Q4_1):
+  // w = scale * (q - zero_point) + offset. Integer zero points cannot hold them.
+  std::vector<float> offsets;
 
   std::int64_t groups() const { return k_padded / group; }
 };
@@ -51,7 +58,7 @@ struct QuantizedTensor {
 // finite: NaN/Inf is an error naming the row and column).
 QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
                                    const QuantScheme& scheme);
-// w ~ s * (q - z), N x K (padding dropped).
+// w ~ s * (q - z) (+ offset), N x K (padding dropped).
 std::vector<float> dequantize(const QuantizedTensor& tensor);
 
 // Checks that `count` floats are finite; throws naming `what` and the index otherwise.

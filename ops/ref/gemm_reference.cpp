@@ -42,8 +42,7 @@ std::int32_t corrected_sum(const PackedWeights& w, const QuantizedActivations& x
   for (std::int64_t i = 0; i < g; ++i)
     acc += (x.value(m, j * g + i) + 128) * operand_at(group, w.bits(), lane, i);
   const std::int32_t comp = load_i32(trailer + kTrailerComp + 4 * lane);
-  const std::int32_t zc = w.asymmetric() ? load_i32(trailer + kTrailerZeroCoef + 4 * lane)
-                                         : zero_coef_of(0, w.bits(), false);
+  const std::int32_t zc = w.asymmetric() ? 0 : symmetric_zero_coef(w.bits());
   return acc - comp + zc * x.sums(m)[j];
 }
 
@@ -57,6 +56,11 @@ float dequantized_output(const PackedWeights& w, const QuantizedActivations& x, 
     float scale;
     std::memcpy(&scale, trailer + kTrailerScales + 4 * lane, 4);
     y = std::fma(static_cast<float>(corrected_sum(w, x, m, panel, lane, j)), scale, y);
+    if (w.asymmetric()) {
+      float offset;
+      std::memcpy(&offset, trailer + kTrailerOffset + 4 * lane, 4);
+      y = std::fma(static_cast<float>(x.sums(m)[j]), offset, y);
+    }
   }
   return y * x.scale[m];
 }

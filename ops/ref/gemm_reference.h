@@ -3,8 +3,9 @@
 //
 // For row m, output column n (within its half for an interleaved pair) and group j:
 //   acc = sum_k xu[m][k] * operand[n][k]             (int32; no overflow for g <= 65536)
-//   C   = acc - comp[n][j] + zc[n][j] * xsum[m][j]   (int32, exact)
+//   C   = acc - comp[n][j] + zc * xsum[m][j]         (int32, exact; zc = -8 int4 sym, else 0)
 //   y   = fma(float(C), scale[n][j], y)              (float, groups in order from y = 0)
+//   y   = fma(float(xsum[m][j]), offset[n][j], y)    (asymmetric only)
 //   y  *= a[m]
 // then the epilogue. Kept deliberately simple: loops, no tricks.
 #pragma once

@@ -84,6 +84,24 @@ TEST(AmxKernels, EveryGroupSchemeAndEpilogue) {
     }
 }
 
+// Q4_1-style float minima in place of integer zero points, in every epilogue.
+TEST(AmxKernels, FloatOffsets) {
+  REQUIRE_AMX();
+  for (int e = 0; e < 8; ++e) {
+    test::KernelCase c;
+    c.isa = Isa::amx;
+    c.m = e % 2 ? 21 : 7;
+    c.n = e % 3 ? 40 : 17;
+    c.scheme = parse_quant_scheme(e % 4 < 2 ? "int4-g64-asym" : "int4-asym");
+    c.k = e % 4 < 2 ? 3 * 64 + 4 * (e % 3) : 252;
+    c.epilogue = test::epilogue_number(e);
+    c.seed = 300 + e;
+    c.float_offsets = true;
+    expect_kernel_matches(c);
+    if (HasFailure()) return;
+  }
+}
+
 // Group sizes beside the sweep's: exactly K, one group of 64, many groups.
 TEST(AmxKernels, GroupEdges) {
   REQUIRE_AMX();

@@ -90,6 +90,29 @@ TEST(GemmKernels, EveryTailClassAndEpilogue) {
   }
 }
 
+// GGUF Q4_1 blocks keep their float minimum: int4 asymmetric weights with float offsets
+// (not scale times an integer zero point), over M, N and K tails, groups and epilogues.
+TEST(GemmKernels, FloatOffsets) {
+  for (Isa isa : kernel_isas()) {
+    int index = 0;
+    for (const char* scheme : {"int4-g32-asym", "int4-g128-asym", "int4-asym"})
+      for (std::int64_t m : {1, 3, 4, 5, 9, 33})
+        for (std::int64_t n : {7, 16, 40}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.k = 4 * (16 + (index * 37) % 80);
+          c.scheme = parse_quant_scheme(scheme);
+          c.epilogue = test::epilogue_number(index);
+          c.seed = 5000 + index++;
+          c.float_offsets = true;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+  }
+}
+
 TEST(GemmKernels, RandomShapes) {
   for (Isa isa : kernel_isas()) {
     std::mt19937 rng(static_cast<unsigned>(isa) * 7 + 1);

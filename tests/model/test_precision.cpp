@@ -1,4 +1,5 @@
-// The precisions a model can load in: native repacking of GGUF Q8_0 / Q4_0 tensors (exact),
+// The precisions a model can load in: native repacking of GGUF Q8_0 / Q4_0 / Q4_1 tensors
+// (exact),
 // the int8 embedding table, bf16 dense layers, and the --quant / --lm-head parser.
 #include <gtest/gtest.h>
 
@@ -50,8 +51,9 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
     for (std::int64_t r = 0; r < t.rows; ++r) {
       t.row_to_f32(r, row);
       for (std::int64_t i = 0; i < t.columns; ++i) {
-        const float value = q.scales[std::size_t(r * (t.columns / 32) + i / 32)] *
-                            float(q.q[std::size_t(r * t.columns + i)]);
+        const std::size_t gi = std::size_t(r * (t.columns / 32) + i / 32);
+        const float offset = q.offsets.empty() ? 0.f : q.offsets[gi];
+        const float value = q.scales[gi] * float(q.q[std::size_t(r * t.columns + i)]) + offset;
         ASSERT_EQ(value, row[std::size_t(i)]) << role << " [" << r << "][" << i << "]";
       }
     }
@@ -59,27 +61,30 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
     const QuantizedTensor back = unpack_weights(pack_quantized(q, 1));
     EXPECT_EQ(back.q, q.q);
     EXPECT_EQ(back.scales, q.scales);
+    EXPECT_EQ(back.offsets, q.offsets);
+    EXPECT_EQ(q.offsets.empty(), GetParam() != GgmlType::Q4_1);
   }
   std::filesystem::remove(path);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, NativeRepack, testing::Values(GgmlType::Q8_0, GgmlType::Q4_0));
+INSTANTIATE_TEST_SUITE_P(Types, NativeRepack,
+                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1));
 
 TEST(NativeRepack, RejectsTypesWithoutAnExactLayout) {
-  const std::string path = temp_path("q41.gguf");
+  const std::string path = temp_path("f16.gguf");
   test::TinyLlama spec;
-  spec.matrix_type = GgmlType::Q4_1;
+  spec.matrix_type = GgmlType::F16;
   test::write_tiny_llama(path, spec);
   const ModelFile file = open_model(path);
   const TensorView* views[] = {&file.layer_tensor(0, "attn_q")};
-  EXPECT_FALSE(native_scheme(GgmlType::Q4_1).has_value());
+  EXPECT_FALSE(native_scheme(GgmlType::F16).has_value());
   EXPECT_THROW(native_quantized(views), Error);
   std::filesystem::remove(path);
 }
 
-// Q4_1's float offset has no exact place in the layout: a native run requantizes it to
-// int4 g32 asymmetric, the nearest one, and says so in its scheme.
-TEST(NativeRepack, Q4_1BecomesInt4G32Asymmetric) {
+// Q4_1 (w = d * n + m) is kept as it is: int4 g32 asymmetric whose offsets are the blocks'
+// minima m, in every layer but the int8 classifier.
+TEST(NativeRepack, Q4_1KeepsItsMinima) {
   const std::string path = temp_path("q41_model.gguf");
   test::TinyLlama spec;
   spec.matrix_type = GgmlType::Q4_1;
@@ -89,10 +94,11 @@ TEST(NativeRepack, Q4_1BecomesInt4G32Asymmetric) {
     if (name == "output") continue;  // the classifier is int8 per-channel
     const auto* jit = dynamic_cast<const JitLinear*>(layer);
     ASSERT_NE(jit, nullptr) << name;
-    const PackedHeader& h = jit->quantized().weights().header;
-    EXPECT_EQ(h.bits, 4) << name;
-    EXPECT_EQ(h.asymmetric, 1) << name;
-    EXPECT_EQ(h.group, 32) << name;
+    const PackedWeights& packed = jit->quantized().weights();
+    EXPECT_EQ(packed.header.bits, 4) << name;
+    EXPECT_EQ(packed.header.asymmetric, 1) << name;
+    EXPECT_EQ(packed.header.group, 32) << name;
+    EXPECT_FALSE(unpack_weights(packed).offsets.empty()) << name << ": minima became zero points";
   }
   std::filesystem::remove(path);
 }
@@ -119,33 +125,55 @@ TEST(NativeRepack, PairUnpacksToBothHalves) {
   }
 }
 
+// The largest |difference| of `got` from `reference`, relative to the largest |reference|.
+double relative_max_diff(std::span<const float> reference, std::span<const float> got) {
+  double max_abs = 0, max_diff = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    max_abs = std::max(max_abs, double(std::fabs(reference[i])));
+    max_diff = std::max(max_diff, double(std::fabs(reference[i] - got[i])));
+  }
+  return max_diff / max_abs;
+}
+
+class NativeModel : public testing::TestWithParam<GgmlType> {};
+
 // A native model computes with the file's own weights: its logits follow the f32 run of
-// the same file (which decodes Q8_0 exactly) up to the activations' int8 rounding.
-TEST(NativeRepack, ModelFollowsTheFileItsWeightsCameFrom) {
+// the same file (which decodes the blocks exactly) up to the activations' int8 rounding,
+// and at least as closely as requantizing the decoded weights to the same layout does.
+TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
+  const GgmlType type = GetParam();
   const std::string path = temp_path("native_model.gguf");
   test::TinyLlama spec;
-  spec.matrix_type = GgmlType::Q8_0;
+  spec.matrix_type = type;
   test::write_tiny_llama(path, spec);
   auto f32 = open_session(path, parse_precision("f32"), 1);
   auto native = open_session(path, parse_precision("native"), 1);
+  const char* requantized_as = type == GgmlType::Q8_0   ? "int8-g32"
+                               : type == GgmlType::Q4_0 ? "int4-g32"
+                                                        : "int4-g32-asym";
+  auto requantized = open_session(path, parse_precision(requantized_as), 1);
   EXPECT_TRUE(native->model.weights.precision.native);
-  // The layers are repacked: the weights hold exactly Q8_0's int8 values.
   const auto* qkv = dynamic_cast<const JitLinear*>(native->model.weights.layers[0].wqkv.get());
   ASSERT_NE(qkv, nullptr);
   EXPECT_EQ(qkv->quantized().weights().header.group, 32);
   const std::vector<int> tokens = {1, 5, 9, 13};
   const std::span<const float> expected = f32->executor->forward(tokens, 0, true);
   const std::vector<float> reference(expected.begin(), expected.end());
-  const std::span<const float> got = native->executor->forward(tokens, 0, true);
-  double max_abs = 0, max_diff = 0;
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    max_abs = std::max(max_abs, double(std::fabs(reference[i])));
-    max_diff = std::max(max_diff, double(std::fabs(reference[i] - got[i])));
-  }
-  EXPECT_LT(max_diff, 0.05 * max_abs);
-  EXPECT_GT(max_diff, 0.0);  // activations are quantized: not the f32 computation itself
+  const double native_diff =
+      relative_max_diff(reference, native->executor->forward(tokens, 0, true));
+  const double requantized_diff =
+      relative_max_diff(reference, requantized->executor->forward(tokens, 0, true));
+  EXPECT_LT(native_diff, 0.05);
+  EXPECT_GT(native_diff, 0.0);  // activations are quantized: not the f32 computation itself
+  if (type == GgmlType::Q8_0)   // int8-g32 of Q8_0's decoded values gives back the same q
+    EXPECT_LE(native_diff, requantized_diff) << requantized_as;
+  else
+    EXPECT_LT(native_diff, requantized_diff) << requantized_as;
   std::filesystem::remove(path);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, NativeModel,
+                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1));
 
 // rows x dim values drawn from N(0, 0.5).
 std::vector<float> random_table(int rows, int dim, unsigned seed) {

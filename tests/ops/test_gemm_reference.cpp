@@ -54,10 +54,13 @@ TEST(GemmReference, GroupSumsAreExact) {
       for (std::int64_t r = 0; r < m; ++r)
         for (std::int64_t c = 0; c < n; ++c)
           for (std::int64_t j = 0; j < groups; ++j) {
-            std::int64_t expected = 0;  // sum_k xq * (q - z), in int64 from unpacked values
+            // sum_k xq * q (sym) or xq * operand (asym: the offset term stays float), in
+            // int64 from unpacked values
+            const int operand_shift = !p.scheme.asymmetric ? 0 : p.scheme.bits == 8 ? 128 : 0;
+            std::int64_t expected = 0;
             for (std::int64_t i = j * p.q.group; i < (j + 1) * p.q.group; ++i)
               expected += std::int64_t{int(p.xq.row(r)[i]) - 128} *
-                          (p.q.q[c * p.q.k_padded + i] - p.q.zero_points[c * groups + j]);
+                          (p.q.q[c * p.q.k_padded + i] - operand_shift);
             ASSERT_EQ(sums[(r * n + c) * groups + j], expected)
                 << scheme << " m " << r << " n " << c << " group " << j;
           }
@@ -83,6 +86,36 @@ TEST(GemmReference, MatchesFloat64MatmulOfDequantizedOperands) {
               << scheme << " " << r << "," << c;
         }
     }
+}
+
+// Q4_1-style float minima: packed and unpacked unchanged, and y = x (s q + offset)^T.
+TEST(GemmReference, FloatOffsetsMatchFloat64) {
+  for (auto [m, n, k, g] : {std::tuple{1, 7, 64, 32}, {4, 33, 256, 32}, {3, 20, 1000, 128}}) {
+    QuantScheme scheme = parse_quant_scheme("int4-g" + std::to_string(g) + "-asym");
+    const QuantizedTensor q = test::random_quantized(n, k, scheme, 40 + n, true);
+    const PackedWeights packed = pack_quantized(q, 1);
+    const QuantizedTensor back = unpack_weights(packed);
+    EXPECT_EQ(back.q, q.q);
+    EXPECT_EQ(back.scales, q.scales);
+    EXPECT_EQ(back.offsets, q.offsets);
+    const auto x = test::random_floats(m * k, n + 1, 1.f);
+    QuantizedActivations xq;
+    prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
+    quantize_activations(x.data(), k, xq);
+    const std::vector<float> wd = dequantize(q);
+    std::vector<float> y(m * n);
+    gemm_reference(packed, xq, Epilogue{}, EpilogueArgs{}, y.data(), n);
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < n; ++c) {
+        double exact = 0, magnitude = 0;
+        for (std::int64_t i = 0; i < k; ++i) {
+          const double xd = double(xq.scale[r]) * (int(xq.row(r)[i]) - 128);
+          exact += xd * wd[c * k + i];
+          magnitude += std::fabs(xd * wd[c * k + i]);
+        }
+        EXPECT_NEAR(y[r * n + c], exact, 1e-6 * magnitude + 1e-30) << m << "," << n << "," << k;
+      }
+  }
 }
 
 TEST(GemmReference, Epilogues) {

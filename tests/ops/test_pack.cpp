@@ -115,11 +115,11 @@ TEST(Pack, BytesSitWhereTheLayoutSays) {
                                     : (scheme.asymmetric ? qe : qe + 8);
           }
           EXPECT_EQ(comp, 128 * sum);
-          if (scheme.asymmetric) {
-            std::int32_t zc;
-            std::memcpy(&zc, group + data_bytes + 128 + 4 * lane, 4);
+          if (scheme.asymmetric) {  // w = s * operand + offset
+            float offset;
+            std::memcpy(&offset, group + data_bytes + 128 + 4 * lane, 4);
             const int z = t.zero_points[col * groups + j];
-            EXPECT_EQ(zc, scheme.bits == 8 ? 128 - z : -z);
+            EXPECT_EQ(offset, scale * float(scheme.bits == 8 ? 128 - z : -z));
           }
         }
       }

@@ -19,6 +19,7 @@ std::string describe(const KernelCase& c) {
   s << isa_name(c.isa) << " M " << c.m << " N " << c.n << " K " << c.k << " " << to_string(c.scheme)
     << " " << epilogue_name(c.epilogue) << " seed " << c.seed << " splits " << c.unit_splits;
   if (!c.default_blocking) s << " blocking " << c.blocking.mr << "x" << c.blocking.nr;
+  if (c.float_offsets) s << " float offsets";
   return s.str();
 }
 
@@ -38,11 +39,19 @@ constexpr int kGuardBytes = 256;
 std::string check_kernel(const KernelCase& c) {
   const std::int64_t m = c.m, n = c.n, k = c.k;
   const bool pair = c.epilogue.swiglu;
-  const auto w = random_floats(n * k, c.seed, 0.05f);
-  const auto w_up = random_floats(n * k, c.seed + 7, 0.05f);
   const auto x = random_floats(m * k, c.seed + 1, 1.f);
-  const PackedWeights packed = pair ? pack_swiglu_pair(w.data(), w_up.data(), n, k, c.scheme, 1)
-                                    : pack_weights(w.data(), n, k, c.scheme, 1);
+  const auto pack = [&]() {
+    if (c.float_offsets) {
+      const QuantizedTensor w = random_quantized(n, k, c.scheme, c.seed, true);
+      return pair ? pack_quantized_pair(w, random_quantized(n, k, c.scheme, c.seed + 7, true), 1)
+                  : pack_quantized(w, 1);
+    }
+    const auto w = random_floats(n * k, c.seed, 0.05f);
+    const auto w_up = random_floats(n * k, c.seed + 7, 0.05f);
+    return pair ? pack_swiglu_pair(w.data(), w_up.data(), n, k, c.scheme, 1)
+                : pack_weights(w.data(), n, k, c.scheme, 1);
+  };
+  const PackedWeights packed = pack();
   const GemmKey key = key_for(c, packed.header);
   QuantizedActivations xq;
   prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group,

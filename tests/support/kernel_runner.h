@@ -21,6 +21,8 @@ struct KernelCase {
   Blocking blocking{};  // mr == 0: default for the bucket
   bool default_blocking = true;
   int unit_splits = 1;  // call the kernel on this many unit ranges (as threads would)
+  // int4 asymmetric only: float offsets (GGUF Q4_1 minima) in place of integer zero points
+  bool float_offsets = false;
 };
 
 std::string describe(const KernelCase& c);

@@ -126,11 +126,13 @@ TEST(TuningDb, ForeignSignatureIsRejected) {
 
 TEST(TuningDb, OtherFormatOrGeneratorVersionIsRejected) {
   const std::string good = sample_db().to_json();
+  const std::string generator = "\"generator_version\": " + std::to_string(kGemmGeneratorVersion);
   for (const auto& [from, to, says] :
-       {std::tuple{"\"version\": 1", "\"version\": 2", "format version"},
-        std::tuple{"\"version\": 1", "\"version\": \"1\"", "format version"},
-        std::tuple{"\"generator_version\": 1", "\"generator_version\": 99", "generator version"},
-        std::tuple{"\"format\": \"qforge-tuning\"", "\"format\": \"other\"", "not a qforge"}}) {
+       {std::tuple<std::string, std::string, std::string>{"\"version\": 1", "\"version\": 2",
+                                                          "format version"},
+        {"\"version\": 1", "\"version\": \"1\"", "format version"},
+        {generator, "\"generator_version\": 99", "generator version"},
+        {"\"format\": \"qforge-tuning\"", "\"format\": \"other\"", "not a qforge"}}) {
     std::string text = good;
     replace_once(text, from, to);
     const TuningDbLoad loaded = parse_tuning_db(text, kSignature, "db.json");
@@ -143,9 +145,9 @@ TEST(TuningDb, CorruptFilesAreRejectedWithoutThrowing) {
   for (const std::string& text :
        {std::string(), std::string("{"), std::string("null"), std::string("[1, 2]"),
         std::string("\x89PNG\r\n\x1a\n\0\0", 10), std::string("{\"format\": 3}"),
-        std::string("{\"format\": \"qforge-tuning\", \"version\": 1, \"generator_version\": 1, "
-                    "\"signature\": \"") +
-            kSignature + "\", \"entries\": {}}"}) {
+        std::string("{\"format\": \"qforge-tuning\", \"version\": 1, \"generator_version\": ") +
+            std::to_string(kGemmGeneratorVersion) + ", \"signature\": \"" + kSignature +
+            "\", \"entries\": {}}"}) {
     TuningDbLoad loaded;
     EXPECT_NO_THROW(loaded = parse_tuning_db(text, kSignature, "db.json"));
     EXPECT_FALSE(loaded.db) << text;
