@@ -1,5 +1,5 @@
 // qforge synth --preset tinyllama-1.1b|llama2-7b|stories260k|<dims> [--layers L]
-//              [--type f32|f16|bf16|q8_0|q4_0] [--seed S] -o FILE.gguf
+//              [--type f32|f16|bf16|q8_0|q4_0|q4_1] [--seed S] -o FILE.gguf
 // Writes a Llama GGUF of a real model's dimensions with random weights, for speed work.
 #include <chrono>
 #include <cstdio>
@@ -49,7 +49,7 @@ void register_synth(CLI::App& app) {
       ->required();
   cmd->add_option("--layers", options->layers, "Override the preset's layer count")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--type", options->type, "Matrix type: f32 | f16 (default) | bf16 | q8_0 | q4_0");
+  cmd->add_option("--type", options->type, "Matrix type: f32 | f16 (default) | bf16 | q8_0 | q4_0 | q4_1");
   cmd->add_option("--seed", options->seed, "Random seed (default 1)");
   cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
   cmd->callback([options] { synth(*options); });

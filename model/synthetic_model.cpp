@@ -128,7 +128,8 @@ GgmlType parse_synthetic_type(std::string_view type) {
   if (type == "bf16") return GgmlType::BF16;
   if (type == "q8_0") return GgmlType::Q8_0;
   if (type == "q4_0") return GgmlType::Q4_0;
-  fail("--type '", type, "' is not one of f32, f16, bf16, q8_0, q4_0");
+  if (type == "q4_1") return GgmlType::Q4_1;
+  fail("--type '", type, "' is not one of f32, f16, bf16, q8_0, q4_0, q4_1");
 }
 
 void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& path) {

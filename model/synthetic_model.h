@@ -1,7 +1,7 @@
 // Synthetic Llama models for speed work at real sizes: a spec-exact GGUF v3 file with the
 // dimensions of a published model, random weights and a placeholder vocabulary.
 //
-//   matrices   normal(0, 0.02), encoded to the chosen type (f32, f16, bf16, q8_0, q4_0)
+//   matrices   normal(0, 0.02), encoded to the chosen type (f32, f16, bf16, q8_0, q4_0, q4_1)
 //   norms      1.0 (f32, as llama.cpp's converter stores them)
 //   vocabulary <unk> <s> </s>, the 256 byte tokens <0x00>..<0xFF>, then "▁tN" pieces up to
 //              the preset's vocabulary size (any text encodes through byte fallback)
@@ -32,7 +32,7 @@ struct SyntheticModelSpec {
 LlamaConfig synthetic_preset(std::string_view preset);
 std::string synthetic_preset_names();
 
-// "f32" | "f16" | "bf16" | "q8_0" | "q4_0"
+// "f32" | "f16" | "bf16" | "q8_0" | "q4_0" | "q4_1"
 GgmlType parse_synthetic_type(std::string_view type);
 
 // Writes the model to `path` atomically (a failure leaves nothing behind).

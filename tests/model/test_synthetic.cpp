@@ -90,7 +90,7 @@ TEST_P(SyntheticTypes, WritesALoadableModelWithTheRequestedStatistics) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticTypes,
-                         testing::Values("f32", "f16", "bf16", "q8_0", "q4_0"));
+                         testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"));
 
 TEST(Synthetic, SameSeedSameBytesOtherSeedOtherWeights) {
   SyntheticModelSpec spec;
