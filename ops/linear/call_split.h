@@ -2,9 +2,9 @@
 //
 //              units 0 .. U (16 columns each)
 //            +-------+-------+-------+-----+
-//   rows     | chunk | chunk | chunk | ... |      units: threads take chunks of about
-//   0 .. M   |       |       |       |     |             U / (4 T) units (all rows of
-//            +-------+-------+-------+-----+             them), each the next one free
+//   rows     | chunk   | chunk | chunk |.|.|      units: each thread that is free takes
+//   0 .. M   |         |       |       | | |             1 / (2 T) of the units left (all
+//            +---------+-------+-------+-+-+             rows of them), down to one unit
 //
 //            +---------------------------+
 //            |  thread 0: rows [0, M/T)  |      rows:  thread t runs rows [M t/T, M (t+1)/T)
@@ -30,7 +30,7 @@
 namespace qforge {
 
 inline constexpr double kMinOpsToSplit = 2.0 * (1 << 20);
-inline constexpr std::int64_t kUnitChunksPerThread = 4;
+inline constexpr std::int64_t kGuidedShare = 2;  // a chunk is 1 / (2 * threads) of the rest
 
 // What moving a call's first row needs besides the call itself.
 struct CallRows {
@@ -65,19 +65,22 @@ void run_split(const GemmCallArgs& call, std::int64_t units, double ops, const C
     });
     return;
   }
-  // Units are dealt in chunks, kUnitChunksPerThread per thread on average, each thread
-  // taking the next chunk when it finishes one: a thread the host slows down (a vCPU
-  // descheduled for a while) takes fewer, where equal halves would leave the other
-  // waiting.
-  const std::int64_t chunk = std::max<std::int64_t>(1, units / (threads * kUnitChunksPerThread));
+  // Units are dealt in shrinking chunks (guided scheduling): each thread that finishes a
+  // chunk takes 1 / (kGuidedShare * threads) of what is left, so the first chunks are long
+  // streams and the last ones single units, and the threads finish together. A thread the
+  // host slows down (a vCPU descheduled for a while) simply takes fewer.
   std::atomic<std::int64_t> next{0};
+  const std::int64_t share = kGuidedShare * threads;
   pool.run([&](int) {
     GemmCallArgs mine = call;
-    for (;;) {
-      mine.unit_begin = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (mine.unit_begin >= units) return;
-      mine.unit_end = std::min(units, mine.unit_begin + chunk);
+    std::int64_t begin = next.load(std::memory_order_relaxed);
+    while (begin < units) {
+      const std::int64_t size = std::max<std::int64_t>(1, (units - begin) / share);
+      if (!next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
+      mine.unit_begin = begin;
+      mine.unit_end = begin + size;
       run(mine);
+      begin = next.load(std::memory_order_relaxed);
     }
   });
 }
