@@ -31,21 +31,30 @@ void softmax(float* x, int size) {
   for (int i = 0; i < size; ++i) x[i] /= sum;
 }
 
-// Rotates the pairs (2i, 2i+1) of every head of `vec` (width columns) by position `pos`:
-//   freq = theta^(-(2i) / rope_dim),  (v0, v1) -> (v0 cos - v1 sin, v0 sin + v1 cos)
-// for 2i < rope_dim within each head; with rope_dim = head_dim this is run.c's loop.
-void rope(float* vec, int width, int pos, const LlamaConfig& c) {
-  for (int i = 0; i < width; i += 2) {
-    const int in_head = i % c.head_dim;
-    if (in_head >= c.rope_dim) continue;
+// The rotation of position `pos` for the pairs (2i, 2i+1) of a head, 2i < rope_dim:
+//   freq = theta^(-(2i) / rope_dim),  angle = pos * freq,  out[2i] = cos, out[2i + 1] = sin
+// (computed once per position and used by every head of every layer).
+void rope_rotation(float* out, int pos, const LlamaConfig& c) {
+  for (int i = 0; i < c.rope_dim; i += 2) {
     const float freq =
-        1.0f / std::pow(c.rope_theta, static_cast<float>(in_head) / static_cast<float>(c.rope_dim));
+        1.0f / std::pow(c.rope_theta, static_cast<float>(i) / static_cast<float>(c.rope_dim));
     const float angle = static_cast<float>(pos) * freq;
-    const float fcr = std::cos(angle), fci = std::sin(angle);
-    const float v0 = vec[i], v1 = vec[i + 1];
-    vec[i] = v0 * fcr - v1 * fci;
-    vec[i + 1] = v0 * fci + v1 * fcr;
+    out[i] = std::cos(angle);
+    out[i + 1] = std::sin(angle);
   }
+}
+
+// Rotates the pairs (2i, 2i+1) of every head of `vec` (width columns):
+//   (v0, v1) -> (v0 cos - v1 sin, v0 sin + v1 cos)
+// for 2i < rope_dim within each head; with rope_dim = head_dim this is run.c's loop.
+void rope(float* vec, int width, const float* rotation, const LlamaConfig& c) {
+  for (int head = 0; head < width; head += c.head_dim)
+    for (int i = 0; i < c.rope_dim; i += 2) {
+      const float fcr = rotation[i], fci = rotation[i + 1];
+      const float v0 = vec[head + i], v1 = vec[head + i + 1];
+      vec[head + i] = v0 * fcr - v1 * fci;
+      vec[head + i + 1] = v0 * fci + v1 * fcr;
+    }
 }
 
 }  // namespace
@@ -62,6 +71,7 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
   qkv_.resize(rows * qkv_columns_);
   hb_.resize(rows * config_.hidden_dim);
   scores_.resize(static_cast<std::size_t>(pool.size()) * cache_.positions());
+  rotations_.resize(rows * static_cast<std::size_t>(config_.rope_dim));
 }
 
 std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int start,
@@ -92,6 +102,7 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
                " is outside the vocabulary of ", c.vocab_size);
     weights_.embedding.lookup(tokens[r], x_.data() + r * dim);
   }
+  for (int r = 0; r < rows; ++r) rope_rotation(rotations_.data() + r * c.rope_dim, start + r, c);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
     for (int r = 0; r < rows; ++r)
@@ -101,8 +112,9 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
     for (int r = 0; r < rows; ++r) {
       float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
       float* k = q + dim;
-      rope(q, dim, start + r, c);
-      rope(k, c.kv_dim(), start + r, c);
+      const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
+      rope(q, dim, rotation, c);
+      rope(k, c.kv_dim(), rotation, c);
       std::memcpy(cache_.key(l, start + r), k, sizeof(float) * c.kv_dim());
       std::memcpy(cache_.value(l, start + r), k + c.kv_dim(), sizeof(float) * c.kv_dim());
     }

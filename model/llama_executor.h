@@ -53,7 +53,8 @@ class LlamaExecutor {
   int qkv_columns_;
   // Activations of one chunk (kChunkRows rows each).
   std::vector<float> x_, xb_, qkv_, hb_;
-  std::vector<float> scores_;  // one row of attention scores per pool thread
+  std::vector<float> scores_;     // one row of attention scores per pool thread
+  std::vector<float> rotations_;  // RoPE cos/sin per pair of a head, one row per position
   std::vector<float> logits_;
 };
 
