@@ -149,17 +149,12 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
       const int last = start + r;
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + h * head_dim;
       const int kv_offset = (h / group) * head_dim;
-      for (int p = 0; p <= last; ++p) {
-        const float* k = cache_.key(layer, p) + kv_offset;
-        scores[p] = dot(q, k, head_dim) / scale;
-      }
+      // Rows of one layer's cache are kv_dim floats apart (kv_cache.h).
+      dot_rows(q, cache_.key(layer, 0) + kv_offset, c.kv_dim(), last + 1, head_dim, scale, scores);
       softmax(scores, last + 1);
       float* out = xb_.data() + std::size_t(r) * c.dim + h * head_dim;
-      std::fill(out, out + head_dim, 0.f);
-      for (int p = 0; p <= last; ++p) {
-        const float* v = cache_.value(layer, p) + kv_offset;
-        add_scaled(out, scores[p], v, head_dim);
-      }
+      weighted_rows(scores, cache_.value(layer, 0) + kv_offset, c.kv_dim(), last + 1, head_dim,
+                    out);
     }
   });
 }

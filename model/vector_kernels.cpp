@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "jit/cpu/cpu_info.h"
 
 namespace qforge {
@@ -12,7 +14,8 @@ bool use_avx2() {
   return avx2;
 }
 
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int n) {
+__attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const float* a,
+                                                                         const float* b, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -32,26 +35,62 @@ __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* 
   return sum;
 }
 
-__attribute__((target("avx2,fma"))) void add_scaled_avx2(float* y, float s, const float* x, int n) {
-  const __m256 sv = _mm256_set1_ps(s);
+__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const float* k,
+                                                       std::int64_t stride, int count, int n,
+                                                       float divisor, float* scores) {
+  for (int p = 0; p < count; ++p) scores[p] = dot_avx2(q, k + p * stride, n) / divisor;
+}
+
+// y[i0 .. i0 + 8 * V) in V registers, positions added in order.
+template <int V>
+__attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(const float* w,
+                                                                              const float* v,
+                                                                              std::int64_t stride,
+                                                                              int count, float* y) {
+  __m256 acc[V];
+  for (int j = 0; j < V; ++j) acc[j] = _mm256_setzero_ps();
+  for (int p = 0; p < count; ++p) {
+    const __m256 weight = _mm256_set1_ps(w[p]);
+    const float* row = v + p * stride;
+    for (int j = 0; j < V; ++j)
+      acc[j] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * j), acc[j]);
+  }
+  for (int j = 0; j < V; ++j) _mm256_storeu_ps(y + 8 * j, acc[j]);
+}
+
+__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const float* v,
+                                                            std::int64_t stride, int count, int n,
+                                                            float* y) {
   int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(sv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] += s * x[i];
+  for (; i + 64 <= n; i += 64) weighted_block<8>(w, v + i, stride, count, y + i);
+  for (; i + 8 <= n; i += 8) weighted_block<1>(w, v + i, stride, count, y + i);
+  for (; i < n; ++i) {
+    float sum = 0.f;
+    for (int p = 0; p < count; ++p) sum = std::fma(w[p], v[p * stride + i], sum);
+    y[i] = sum;
+  }
 }
 
 }  // namespace
 
-float dot(const float* a, const float* b, int n) {
-  if (use_avx2()) return dot_avx2(a, b, n);
-  float sum = 0.f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+void dot_rows(const float* q, const float* k, std::int64_t stride, int count, int n, float divisor,
+              float* scores) {
+  if (use_avx2()) return dot_rows_avx2(q, k, stride, count, n, divisor, scores);
+  for (int p = 0; p < count; ++p) {
+    float sum = 0.f;
+    for (int i = 0; i < n; ++i) sum += q[i] * k[p * stride + i];
+    scores[p] = sum / divisor;
+  }
 }
 
-void add_scaled(float* y, float s, const float* x, int n) {
-  if (use_avx2()) return add_scaled_avx2(y, s, x, n);
-  for (int i = 0; i < n; ++i) y[i] += s * x[i];
+void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n,
+                   float* y) {
+  if (use_avx2()) return weighted_rows_avx2(w, v, stride, count, n, y);
+  for (int i = 0; i < n; ++i) {
+    float sum = 0.f;
+    for (int p = 0; p < count; ++p) sum += w[p] * v[p * stride + i];
+    y[i] = sum;
+  }
 }
 
 }  // namespace qforge

@@ -1,4 +1,5 @@
-// The attention's vector loops against float64 sums, for every length tail.
+// The attention's vector loops against float64 sums, for every length tail and rows
+// strided as the KV cache holds them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,26 +11,41 @@
 namespace qforge {
 namespace {
 
-TEST(VectorKernels, DotAndAddScaledMatchFloat64) {
+TEST(VectorKernels, DotRowsAndWeightedRowsMatchFloat64) {
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (int n = 0; n <= 200; ++n) {
-    std::vector<float> a(n), b(n), y(n);
-    for (int i = 0; i < n; ++i) a[i] = normal(rng), b[i] = normal(rng), y[i] = normal(rng);
-    double want = 0, magnitude = 0;
-    for (int i = 0; i < n; ++i) {
-      want += double(a[i]) * b[i];
-      magnitude += std::fabs(double(a[i]) * b[i]);
-    }
-    EXPECT_NEAR(dot(a.data(), b.data(), n), want, 1e-6 * (magnitude + 1)) << n;
+  for (int n = 0; n <= 200; n += (n < 80 ? 1 : 13))
+    for (int count : {1, 2, 7, 33}) {
+      const int stride = n + 5;  // rows further apart than n: columns n.. must not be read in
+      std::vector<float> q(n), rows(std::size_t(count) * stride), w(count);
+      for (float& x : q) x = normal(rng);
+      for (float& x : rows) x = normal(rng);
+      for (float& x : w) x = normal(rng);
+      const float divisor = 8.f;
+      std::vector<float> scores(count + 1, -1.f);
+      dot_rows(q.data(), rows.data(), stride, count, n, divisor, scores.data());
+      for (int p = 0; p < count; ++p) {
+        double want = 0, magnitude = 0;
+        for (int i = 0; i < n; ++i) {
+          want += double(q[i]) * rows[std::size_t(p) * stride + i];
+          magnitude += std::fabs(double(q[i]) * rows[std::size_t(p) * stride + i]);
+        }
+        ASSERT_NEAR(scores[p], want / divisor, 1e-6 * (magnitude + 1)) << n << " row " << p;
+      }
+      EXPECT_EQ(scores[count], -1.f) << "wrote past count";
 
-    const float s = normal(rng);
-    std::vector<float> got = y;
-    add_scaled(got.data(), s, a.data(), n);
-    for (int i = 0; i < n; ++i)
-      ASSERT_NEAR(got[i], double(y[i]) + double(s) * a[i], 1e-6 * (std::fabs(y[i]) + 1))
-          << n << ", " << i;
-  }
+      std::vector<float> y(n + 1, -1.f);
+      weighted_rows(w.data(), rows.data(), stride, count, n, y.data());
+      for (int i = 0; i < n; ++i) {
+        double want = 0, magnitude = 0;
+        for (int p = 0; p < count; ++p) {
+          want += double(w[p]) * rows[std::size_t(p) * stride + i];
+          magnitude += std::fabs(double(w[p]) * rows[std::size_t(p) * stride + i]);
+        }
+        ASSERT_NEAR(y[i], want, 1e-6 * (magnitude + 1)) << n << " column " << i;
+      }
+      EXPECT_EQ(y[n], -1.f) << "wrote past n";
+    }
 }
 
 }  // namespace
