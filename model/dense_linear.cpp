@@ -1,5 +1,6 @@
 #include "model/dense_linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "jit/base/parallel_for.h"
 #include "model/half_float.h"
 
 namespace qforge {
@@ -75,6 +77,20 @@ bool onednn_has_bf16_matmul() {
   return has;
 }
 
+// out (K x N, row-major) = the transpose of in (N x K, row-major), in 64 x 64 tiles (one
+// tile's reads and writes stay in L1), tile columns shared by the load threads.
+void transpose_into(float* out, const float* in, std::int64_t n, std::int64_t k) {
+  constexpr std::int64_t kTile = 64;
+  parallel_for(
+      (k + kTile - 1) / kTile, default_load_threads(), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t row0 = 0; row0 < n; row0 += kTile)
+          for (std::int64_t col0 = begin * kTile; col0 < std::min(k, end * kTile); col0 += kTile)
+            for (std::int64_t col = col0; col < std::min(k, col0 + kTile); ++col)
+              for (std::int64_t row = row0; row < std::min(n, row0 + kTile); ++row)
+                out[col * n + row] = in[row * k + col];
+      });
+}
+
 // Weights rounded to bf16 and held as f32: the bf16 model's values where oneDNN cannot
 // run bf16 itself.
 std::vector<float> rounded_to_bf16(const float* weights, std::int64_t count) {
@@ -119,10 +135,7 @@ DenseLinear::DenseLinear(const float* weights, std::int64_t n, std::int64_t k, L
   s.weights = memory(pd.weights_desc(), s.engine);
   const memory::desc plain_md({k, s.matmul_n}, memory::data_type::f32, memory::format_tag::ab);
   if (!bf16 && pd.weights_desc() == plain_md) {
-    auto* packed = static_cast<float*>(s.weights.get_data_handle());
-    for (std::int64_t row = 0; row < s.matmul_n; ++row)
-      for (std::int64_t col = 0; col < k; ++col)
-        packed[col * s.matmul_n + row] = weights[row * k + col];
+    transpose_into(static_cast<float*>(s.weights.get_data_handle()), weights, s.matmul_n, k);
   } else {
     const memory::desc user_md({k, s.matmul_n}, memory::data_type::f32, memory::format_tag::ba);
     memory user(user_md, s.engine, const_cast<float*>(weights));
