@@ -9,11 +9,13 @@
 #include <tuple>
 #include <vector>
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "jit/base/parallel_for.h"
+#include "jit/cpu/cpu_info.h"
 #include "model/half_float.h"
 
 namespace qforge {
@@ -77,17 +79,51 @@ bool onednn_has_bf16_matmul() {
   return has;
 }
 
+// out[8 x 8 at (c, r)] = in[8 x 8 at (r, c)]^T: eight rows in, eight rows out.
+__attribute__((target("avx2"))) void transpose_8x8_avx2(float* out, std::int64_t ld_out,
+                                                        const float* in, std::int64_t ld_in) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ld_in);
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // quads of rows: 2 x 2 blocks of pairs
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {  // 128-bit halves of the two quads
+    _mm256_storeu_ps(out + i * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(out + (i + 4) * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
 // out (K x N, row-major) = the transpose of in (N x K, row-major), in 64 x 64 tiles (one
-// tile's reads and writes stay in L1), tile columns shared by the load threads.
+// tile's reads and writes stay in L1) of 8 x 8 register transposes, tile columns shared
+// by the load threads.
 void transpose_into(float* out, const float* in, std::int64_t n, std::int64_t k) {
   constexpr std::int64_t kTile = 64;
+  const bool avx2 = cpu_info().isa.avx2;
   parallel_for(
       (k + kTile - 1) / kTile, default_load_threads(), [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t row0 = 0; row0 < n; row0 += kTile)
-          for (std::int64_t col0 = begin * kTile; col0 < std::min(k, end * kTile); col0 += kTile)
-            for (std::int64_t col = col0; col < std::min(k, col0 + kTile); ++col)
-              for (std::int64_t row = row0; row < std::min(n, row0 + kTile); ++row)
+          for (std::int64_t col0 = begin * kTile; col0 < std::min(k, end * kTile); col0 += kTile) {
+            const std::int64_t rows = std::min(n, row0 + kTile), cols = std::min(k, col0 + kTile);
+            std::int64_t col = col0;
+            if (avx2)
+              for (; col + 8 <= cols; col += 8) {
+                std::int64_t row = row0;
+                for (; row + 8 <= rows; row += 8)
+                  transpose_8x8_avx2(out + col * n + row, n, in + row * k + col, k);
+                for (; row < rows; ++row)
+                  for (std::int64_t c = col; c < col + 8; ++c) out[c * n + row] = in[row * k + c];
+              }
+            for (; col < cols; ++col)
+              for (std::int64_t row = row0; row < rows; ++row)
                 out[col * n + row] = in[row * k + col];
+          }
       });
 }
 
