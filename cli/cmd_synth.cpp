@@ -49,7 +49,8 @@ void register_synth(CLI::App& app) {
       ->required();
   cmd->add_option("--layers", options->layers, "Override the preset's layer count")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--type", options->type, "Matrix type: f32 | f16 (default) | bf16 | q8_0 | q4_0 | q4_1");
+  cmd->add_option("--type", options->type,
+                  "Matrix type: f32 | f16 (default) | bf16 | q8_0 | q4_0 | q4_1");
   cmd->add_option("--seed", options->seed, "Random seed (default 1)");
   cmd->add_option("-o,--output", options->output, "Output GGUF file")->required();
   cmd->callback([options] { synth(*options); });
