@@ -20,17 +20,6 @@ void rmsnorm(float* out, const float* x, const float* weight, int size, float ep
   for (int j = 0; j < size; ++j) out[j] = weight[j] * (ss * x[j]);
 }
 
-void softmax(float* x, int size) {
-  float max_value = x[0];
-  for (int i = 1; i < size; ++i) max_value = std::max(max_value, x[i]);
-  float sum = 0.f;
-  for (int i = 0; i < size; ++i) {
-    x[i] = std::exp(x[i] - max_value);
-    sum += x[i];
-  }
-  for (int i = 0; i < size; ++i) x[i] /= sum;
-}
-
 // The rotation of position `pos` for the pairs (2i, 2i+1) of a head, 2i < rope_dim:
 //   freq = theta^(-(2i) / rope_dim),  angle = pos * freq,  out[2i] = cos, out[2i + 1] = sin
 // (computed once per position and used by every head of every layer).
@@ -63,7 +52,8 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
     : weights_(weights),
       pool_(pool),
       config_(weights.config),
-      cache_(config_.n_layers, positions > 0 ? positions : config_.seq_len, config_.kv_dim()),
+      cache_(config_.n_layers, positions > 0 ? positions : config_.seq_len, config_.n_kv_heads,
+             config_.head_dim),
       qkv_columns_(config_.dim + 2 * config_.kv_dim()) {
   const auto rows = static_cast<std::size_t>(kChunkRows);
   x_.resize(rows * config_.dim);
@@ -115,8 +105,7 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
       const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
       rope(q, dim, rotation, c);
       rope(k, c.kv_dim(), rotation, c);
-      std::memcpy(cache_.key(l, start + r), k, sizeof(float) * c.kv_dim());
-      std::memcpy(cache_.value(l, start + r), k + c.kv_dim(), sizeof(float) * c.kv_dim());
+      cache_.store(l, start + r, k, k + c.kv_dim());
     }
     attention(l, rows, start);
     layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
@@ -148,13 +137,12 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
       const int r = item / c.n_heads, h = item % c.n_heads;
       const int last = start + r;
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + h * head_dim;
-      const int kv_offset = (h / group) * head_dim;
-      // Rows of one layer's cache are kv_dim floats apart (kv_cache.h).
-      dot_rows(q, cache_.key(layer, 0) + kv_offset, c.kv_dim(), last + 1, head_dim, scale, scores);
+      // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h).
+      const int kv_head = h / group;
+      dot_rows(q, cache_.key(layer, kv_head, 0), head_dim, last + 1, head_dim, scale, scores);
       softmax(scores, last + 1);
       float* out = xb_.data() + std::size_t(r) * c.dim + h * head_dim;
-      weighted_rows(scores, cache_.value(layer, 0) + kv_offset, c.kv_dim(), last + 1, head_dim,
-                    out);
+      weighted_rows(scores, cache_.value(layer, kv_head, 0), head_dim, last + 1, head_dim, out);
     }
   });
 }

@@ -15,7 +15,7 @@ TEST(VectorKernels, DotRowsAndWeightedRowsMatchFloat64) {
   std::mt19937 rng(41);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (int n = 0; n <= 200; n += (n < 80 ? 1 : 13))
-    for (int count : {1, 2, 7, 33}) {
+    for (int count : {1, 2, 3, 4, 7, 8, 33}) {
       const int stride = n + 5;  // rows further apart than n: columns n.. must not be read in
       std::vector<float> q(n), rows(std::size_t(count) * stride), w(count);
       for (float& x : q) x = normal(rng);
@@ -45,6 +45,38 @@ TEST(VectorKernels, DotRowsAndWeightedRowsMatchFloat64) {
         ASSERT_NEAR(y[i], want, 1e-6 * (magnitude + 1)) << n << " column " << i;
       }
       EXPECT_EQ(y[n], -1.f) << "wrote past n";
+    }
+}
+
+// Scores as attention makes them (spread over tens of units, so some exps underflow to
+// the smallest normals) against exp in double; every length up to 70 covers each tail.
+TEST(VectorKernels, SoftmaxMatchesFloat64) {
+  std::mt19937 rng(43);
+  for (float spread : {0.1f, 3.f, 40.f})
+    for (int count = 1; count <= 70; ++count) {
+      std::normal_distribution<float> normal(2.f, spread);
+      std::vector<float> x(count + 1, -1.f);
+      for (int p = 0; p < count; ++p) x[p] = normal(rng);
+      double max_value = x[0];
+      for (int p = 0; p < count; ++p) max_value = std::max(max_value, double(x[p]));
+      const std::vector<float> x_in = x;
+      std::vector<double> want(count);
+      double sum = 0;
+      for (int p = 0; p < count; ++p) sum += want[p] = std::exp(double(x[p]) - max_value);
+      softmax(x.data(), count);
+      double total = 0;
+      for (int p = 0; p < count; ++p) {
+        const double expected = want[p] / sum;
+        // x - max rounded to float is off by up to |x - max| / 2^24, which exp turns into
+        // that relative error; a few more float roundings for the exp, the sum and the
+        // scaling; plus the smallest normal for the lanes exp takes to 1.2e-38, not 0
+        const double shifted = std::fabs(double(x_in[p]) - max_value);
+        ASSERT_NEAR(x[p], expected, 6e-8 * (shifted + 8) * expected + 2e-38)
+            << "count " << count << " spread " << spread << " position " << p;
+        total += x[p];
+      }
+      EXPECT_NEAR(total, 1.0, 1e-5) << count;
+      EXPECT_EQ(x[count], -1.f) << "wrote past count";
     }
 }
 
