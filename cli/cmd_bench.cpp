@@ -3,10 +3,11 @@
 // Like llama-bench: for each precision, load the model (quantize, pack, JIT), then r times
 // prefill a prompt of p tokens as one batch and decode n tokens one by one; report the
 // medians. Each precision runs in its own child process, so peak RSS and load times are
-// its own. Decode bandwidth is stated against the machine's read bandwidth, measured in
-// the same run before the children start.
+// its own. Decode bandwidth is stated against the machine's read bandwidth, sampled in the
+// parent right before and right after each precision's child (the better of the two: a
+// shared host's bandwidth drifts over a run of several minutes).
 //
-//   parent: measure read GB/s -> fork per precision -> collect one JSON line each -> print
+//   parent: per precision: read GB/s -> fork -> collect one JSON line -> read GB/s; print
 //   child:  load -> warm-up pass -> r x (prefill p, decode n) -> [perplexity of -f TEXT]
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -187,7 +188,7 @@ std::string mib(double bytes) {
   return text;
 }
 
-void print_table(const std::vector<nlohmann::json>& rows, double read_gbps) {
+void print_table(const std::vector<nlohmann::json>& rows) {
   const nlohmann::json* f32 = nullptr;
   for (const auto& r : rows)
     if (r["quant"] == "f32") f32 = &r;
@@ -217,10 +218,15 @@ void print_table(const std::vector<nlohmann::json>& rows, double read_gbps) {
         "| %-12s | %-12s | %3d | %10.2f | %10.2f | %8.2f | %8.3f | %11s | %12s | %16s | %8s |\n",
         r["quant"].get<std::string>().c_str(), r["isa"].get<std::string>().c_str(),
         r["threads"].get<int>(), r["prefill_tok_s"].get<double>(), tg, gbps,
-        read_gbps > 0 ? gbps / read_gbps : 0.0, mib(r["weight_bytes"].get<double>()).c_str(),
+        r["bw_ratio"].get<double>(), mib(r["weight_bytes"].get<double>()).c_str(),
         mib(r["peak_rss_bytes"].get<double>()).c_str(), ppl.c_str(), speedup.c_str());
   }
-  std::printf("read bandwidth: %.2f GB/s (measured in this run)\n", read_gbps);
+  for (const auto& r : rows)
+    std::printf(
+        "%s read bandwidth: %.2f GB/s before its run, %.2f GB/s after (the better one "
+        "is the bw ratio's limit)\n",
+        r["quant"].get<std::string>().c_str(), r["read_gbps_before"].get<double>(),
+        r["read_gbps_after"].get<double>());
   for (const auto& r : rows)
     std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)\n",
                 r["quant"].get<std::string>().c_str(), r["prefill_gops"].get<double>(),
@@ -234,13 +240,17 @@ void bench(Options o) {
   const int threads = applied.threads;
   if (o.quants.empty()) o.quants = {""};
   for (const std::string& quant : o.quants) parse_precision(quant, o.model.lm_head);  // validate
-  // The machine's read bandwidth and int8 dot-product peak, before any child starts
-  // (their threads are joined: safe to fork).
-  const double read_gbps = read_bandwidth_gbps(threads);
+  // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
+  // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);
   std::vector<nlohmann::json> rows;
   for (const std::string& quant : o.quants) {
+    const double read_before = sample_read_bandwidth_gbps(threads);
     nlohmann::json r = bench_in_child(o, quant, threads, applied.tuning);
+    const double read_after = sample_read_bandwidth_gbps(threads);
+    const double read_gbps = std::max(read_before, read_after);
+    r["read_gbps_before"] = read_before;
+    r["read_gbps_after"] = read_after;
     const double gbps =
         r["decode_tok_s"].get<double>() * r["decode_bytes_per_token"].get<double>() / 1e9;
     r["read_gbps"] = read_gbps;
@@ -260,7 +270,7 @@ void bench(Options o) {
     rows.push_back(std::move(r));
   }
   if (!o.json) {
-    print_table(rows, read_gbps);
+    print_table(rows);
     if (!rows.empty()) std::printf("%s\n", rows.front()["tuning"].get<std::string>().c_str());
   }
 }

@@ -76,10 +76,7 @@ DotKind dot_kind() {
 
 }  // namespace
 
-double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
-  static std::map<std::pair<int, std::size_t>, double> cache;
-  const std::pair<int, std::size_t> args{threads, bytes_per_thread};
-  if (auto it = cache.find(args); it != cache.end()) return it->second;
+double sample_read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
   const std::size_t per_thread = bytes_per_thread / 128 * 128;  // whole read_stream steps
   AlignedBuffer<std::uint8_t> buffer(per_thread * threads);
   std::memset(buffer.data(), 1, buffer.size());  // fault every page in first
@@ -94,7 +91,14 @@ double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
     });
     best = std::max(best, double(per_thread) * threads / s / 1e9);
   }
-  return cache[args] = best;
+  return best;
+}
+
+double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
+  static std::map<std::pair<int, std::size_t>, double> cache;
+  const std::pair<int, std::size_t> args{threads, bytes_per_thread};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  return cache[args] = sample_read_bandwidth_gbps(threads, bytes_per_thread);
 }
 
 double dot_peak_gops(int threads, std::int64_t iterations) {

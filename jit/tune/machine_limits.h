@@ -18,6 +18,10 @@ inline constexpr double kColdWeightsL3Multiple = 8;
 // threads: the best of one sequential stream and four prefetched streams per thread, three
 // times each; cached per (threads, bytes).
 double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = std::size_t{1} << 30);
+// The same measurement taken afresh on every call, for a limit sampled next to what it
+// judges on a host whose bandwidth drifts (qforge bench samples it before and after each
+// precision's run).
+double sample_read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = std::size_t{1} << 30);
 // Peak u8 x s8 multiply-add throughput in GOPS (2 ops per multiply-add) with `threads`
 // threads, using the best dot-product instruction this CPU runs natively, in a generated
 // loop (dot_peak_kernel.h); each thread runs `iterations` steps of every accumulator

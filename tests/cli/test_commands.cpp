@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -70,11 +71,34 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
   const auto records = json_lines(r.output);
   ASSERT_EQ(records.size(), 3u) << r.output;
   for (const auto& j : records) {
-    for (const char* field :
-         {"model", "quant", "isa", "threads", "n_prompt", "n_gen", "prefill_tok_s", "decode_tok_s",
-          "samples", "load_ms", "pack_ms", "jit_ms", "kernels", "weight_bytes", "peak_rss_bytes",
-          "read_gbps", "bw_ratio"})
+    for (const char* field : {"model",
+                              "quant",
+                              "isa",
+                              "threads",
+                              "n_prompt",
+                              "n_gen",
+                              "prefill_tok_s",
+                              "decode_tok_s",
+                              "samples",
+                              "load_ms",
+                              "pack_ms",
+                              "jit_ms",
+                              "kernels",
+                              "weight_bytes",
+                              "peak_rss_bytes",
+                              "read_gbps",
+                              "read_gbps_before",
+                              "read_gbps_after",
+                              "decode_gbps",
+                              "bw_ratio"})
       EXPECT_TRUE(j.contains(field)) << field << " missing in " << j.dump();
+    // The limit is the better of the samples taken around this precision's run.
+    EXPECT_GT(j["read_gbps_before"].get<double>(), 0);
+    EXPECT_GT(j["read_gbps_after"].get<double>(), 0);
+    EXPECT_EQ(j["read_gbps"].get<double>(),
+              std::max(j["read_gbps_before"].get<double>(), j["read_gbps_after"].get<double>()));
+    EXPECT_NEAR(j["bw_ratio"].get<double>(),
+                j["decode_gbps"].get<double>() / j["read_gbps"].get<double>(), 1e-9);
     EXPECT_EQ(j["n_prompt"], 16);
     EXPECT_EQ(j["samples"]["decode_tok_s"].size(), 2u);
     EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
