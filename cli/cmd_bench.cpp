@@ -244,10 +244,13 @@ void bench(Options o) {
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);
   std::vector<nlohmann::json> rows;
+  // One sample between consecutive children serves as the first one's "after" and the
+  // next one's "before".
+  double read_after = sample_read_bandwidth_gbps(threads);
   for (const std::string& quant : o.quants) {
-    const double read_before = sample_read_bandwidth_gbps(threads);
+    const double read_before = read_after;
     nlohmann::json r = bench_in_child(o, quant, threads, applied.tuning);
-    const double read_after = sample_read_bandwidth_gbps(threads);
+    read_after = sample_read_bandwidth_gbps(threads);
     const double read_gbps = std::max(read_before, read_after);
     r["read_gbps_before"] = read_before;
     r["read_gbps_after"] = read_after;

@@ -15,6 +15,12 @@ bool use_avx2() {
   return avx2;
 }
 
+__attribute__((target("avx2,fma"), always_inline)) inline float horizontal_sum(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
 __attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const float* a,
                                                                          const float* b, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -27,11 +33,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const f
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     i += 8;
   }
-  const __m256 s = _mm256_add_ps(s0, s1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  float sum = _mm_cvtss_f32(h);
+  float sum = horizontal_sum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
@@ -128,12 +130,6 @@ __attribute__((target("avx2,fma"))) float horizontal_max(__m256 v) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-}
-
-__attribute__((target("avx2,fma"))) float horizontal_sum(__m256 v) {
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
