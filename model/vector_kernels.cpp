@@ -84,14 +84,19 @@ __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(co
                                                                               const float* v,
                                                                               std::int64_t stride,
                                                                               int count, float* y) {
+  // Fully unrolled, so acc[] lives in registers (a rolled j loop keeps it on the stack
+  // and puts a store-to-load round trip in every fma's dependency chain).
   __m256 acc[V];
+#pragma GCC unroll 8
   for (int j = 0; j < V; ++j) acc[j] = _mm256_setzero_ps();
   for (int p = 0; p < count; ++p) {
     const __m256 weight = _mm256_set1_ps(w[p]);
     const float* row = v + p * stride;
+#pragma GCC unroll 8
     for (int j = 0; j < V; ++j)
       acc[j] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * j), acc[j]);
   }
+#pragma GCC unroll 8
   for (int j = 0; j < V; ++j) _mm256_storeu_ps(y + 8 * j, acc[j]);
 }
 

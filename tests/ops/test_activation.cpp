@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "jit/base/error.h"
 #include "ops/quant/activation.h"
@@ -105,6 +106,33 @@ TEST(Activation, RejectsNonFiniteAndBadShapes) {
   x[3] = std::numeric_limits<float>::infinity();
   EXPECT_THROW(quantize_activations(x.data(), 8, q), Error);
   EXPECT_THROW(quantize_activations(nullptr, 8, q), Error);
+}
+
+// inf, -inf or NaN anywhere in a row (8-wide body or scalar tail, any row) is refused by
+// the vector path and the reference alike, naming the element.
+TEST(Activation, NonFiniteElementIsNamedOnEveryPath) {
+  const std::int64_t m = 3, k = 37, kp = 64;
+  for (const float bad : {std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::nanf("")})
+    for (const std::int64_t at : {std::int64_t{0}, std::int64_t{7}, std::int64_t{k + 20},
+                                  std::int64_t{2 * k + 33}, std::int64_t{m * k - 1}})
+      for (const bool reference : {false, true}) {
+        auto x = test::random_floats(m * k, 77, 1.f);
+        x[at] = bad;
+        QuantizedActivations q;
+        prepare_activations(q, m, k, kp, kp);
+        const std::string expected =
+            "x[" + std::to_string(at / k) + "][" + std::to_string(at % k) + "] is not finite";
+        try {
+          if (reference)
+            quantize_activations_reference(x.data(), k, q);
+          else
+            quantize_activations(x.data(), k, q);
+          ADD_FAILURE() << "element " << at << " = " << bad << " was quantized";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+        }
+      }
 }
 
 }  // namespace
