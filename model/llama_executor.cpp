@@ -60,7 +60,7 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
   xb_.resize(rows * config_.dim);
   qkv_.resize(rows * qkv_columns_);
   hb_.resize(rows * config_.hidden_dim);
-  scores_.resize(static_cast<std::size_t>(pool.size()) * cache_.positions());
+  scores_.resize(static_cast<std::size_t>(pool.size()) * config_.kv_group() * cache_.positions());
   rotations_.resize(rows * static_cast<std::size_t>(config_.rope_dim));
 }
 
@@ -123,28 +123,68 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
                                c.vocab_size, pool_);
 }
 
-// xb[r][h * head_dim ..] = sum_t softmax_t(q_r . k_t / sqrt(head_dim)) v_t over t <= start + r,
-// the (row, head) pairs split across the pool.
+// xb[r][h * head_dim ..] = sum_t softmax_t(q_r . k_t / sqrt(head_dim)) v_t over t <= start + r.
+//
+// The heads that share a kv head (a GQA group) are taken together, a block of cached
+// positions at a time, so each block of k (then v) rows comes from memory once and from
+// L1 for the group's other heads:
+//
+//   for block of positions [p0, p0 + B):        k rows p0.. (B x head_dim floats, in L1)
+//     for head h of the group: scores_h[p0..] = q_h . k_p / sqrt(head_dim)
+//   softmax each scores_h over [0, last]
+//   for block of positions [p0, p0 + B):        v rows p0..
+//     for head h of the group: out_h += sum_p scores_h[p] v_p
+//
+// Blocks start at multiples of 4 positions, so dot_rows groups positions as one call
+// over all of them would, and weighted_rows adds them in order: the same floats.
+// Work items are (row, kv head, slice of the group's heads), split across the pool; the
+// group is sliced only when there are fewer (row, kv head) pairs than threads.
 void LlamaExecutor::attention(int layer, int rows, int start) {
   const LlamaConfig& c = config_;
-  const int head_dim = c.head_dim, group = c.kv_group();
-  const int items = rows * c.n_heads;
+  const int head_dim = c.head_dim, group = c.kv_group(), kv_heads = c.n_kv_heads;
   const int threads = pool_.size();
+  const int pairs = rows * kv_heads;
+  const int slices = std::clamp((threads + pairs - 1) / pairs, 1, group);
+  const int items = pairs * slices;
+  const int block = attention_block_positions();
   const float scale = std::sqrt(static_cast<float>(head_dim));
   pool_.run([&](int t) {
-    float* scores = scores_.data() + std::size_t(t) * cache_.positions();
+    float* scores = scores_.data() + std::size_t(t) * group * cache_.positions();
     for (int item = items * t / threads; item < items * (t + 1) / threads; ++item) {
-      const int r = item / c.n_heads, h = item % c.n_heads;
-      const int last = start + r;
-      const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + h * head_dim;
+      const int r = item / (kv_heads * slices);
+      const int kv_head = item / slices % kv_heads, slice = item % slices;
+      const int first = kv_head * group + group * slice / slices;
+      const int heads = kv_head * group + group * (slice + 1) / slices - first;
+      const int count = start + r + 1;
       // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h).
-      const int kv_head = h / group;
-      dot_rows(q, cache_.key(layer, kv_head, 0), head_dim, last + 1, head_dim, scale, scores);
-      softmax(scores, last + 1);
-      float* out = xb_.data() + std::size_t(r) * c.dim + h * head_dim;
-      weighted_rows(scores, cache_.value(layer, kv_head, 0), head_dim, last + 1, head_dim, out);
+      const float* keys = cache_.key(layer, kv_head, 0);
+      const float* values = cache_.value(layer, kv_head, 0);
+      const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + first * head_dim;
+      float* out = xb_.data() + std::size_t(r) * c.dim + first * head_dim;
+      auto head_scores = [&](int h) { return scores + std::size_t(h) * cache_.positions(); };
+      for (int p0 = 0; p0 < count; p0 += block) {
+        const int n = std::min(block, count - p0);
+        for (int h = 0; h < heads; ++h)
+          dot_rows(q + h * head_dim, keys + std::size_t(p0) * head_dim, head_dim, n, head_dim,
+                   scale, head_scores(h) + p0);
+      }
+      for (int h = 0; h < heads; ++h) softmax(head_scores(h), count);
+      for (int p0 = 0; p0 < count; p0 += block) {
+        const int n = std::min(block, count - p0);
+        for (int h = 0; h < heads; ++h)
+          weighted_rows(head_scores(h) + p0, values + std::size_t(p0) * head_dim, head_dim, n,
+                        head_dim, /*accumulate=*/p0 > 0, out + h * head_dim);
+      }
     }
   });
+}
+
+// Positions per attention block: 16 KiB of k (or v) rows, half of a typical L1, a
+// multiple of 4 positions.
+int LlamaExecutor::attention_block_positions() const {
+  constexpr int kBlockBytes = 16 << 10;
+  const int rows = kBlockBytes / (config_.head_dim * static_cast<int>(sizeof(float)));
+  return std::max(4, rows / 4 * 4);
 }
 
 }  // namespace qforge

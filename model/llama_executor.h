@@ -45,6 +45,7 @@ class LlamaExecutor {
  private:
   void forward_chunk(const int* tokens, int rows, int start, float* logits, bool all_logits);
   void attention(int layer, int rows, int start);
+  int attention_block_positions() const;
 
   LlamaWeights& weights_;
   ThreadPool& pool_;
@@ -53,7 +54,7 @@ class LlamaExecutor {
   int qkv_columns_;
   // Activations of one chunk (kChunkRows rows each).
   std::vector<float> x_, xb_, qkv_, hb_;
-  std::vector<float> scores_;     // one row of attention scores per pool thread
+  std::vector<float> scores_;     // per pool thread, one row of scores per head of a group
   std::vector<float> rotations_;  // RoPE cos/sin per pair of a head, one row per position
   std::vector<float> logits_;
 };

@@ -80,15 +80,14 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const flo
 
 // y[i0 .. i0 + 8 * V) in V registers, positions added in order.
 template <int V>
-__attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(const float* w,
-                                                                              const float* v,
-                                                                              std::int64_t stride,
-                                                                              int count, float* y) {
+__attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
+    const float* w, const float* v, std::int64_t stride, int count, bool accumulate, float* y) {
   // Fully unrolled, so acc[] lives in registers (a rolled j loop keeps it on the stack
   // and puts a store-to-load round trip in every fma's dependency chain).
   __m256 acc[V];
 #pragma GCC unroll 8
-  for (int j = 0; j < V; ++j) acc[j] = _mm256_setzero_ps();
+  for (int j = 0; j < V; ++j)
+    acc[j] = accumulate ? _mm256_loadu_ps(y + 8 * j) : _mm256_setzero_ps();
   for (int p = 0; p < count; ++p) {
     const __m256 weight = _mm256_set1_ps(w[p]);
     const float* row = v + p * stride;
@@ -102,12 +101,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(co
 
 __attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const float* v,
                                                             std::int64_t stride, int count, int n,
-                                                            float* y) {
+                                                            bool accumulate, float* y) {
   int i = 0;
-  for (; i + 64 <= n; i += 64) weighted_block<8>(w, v + i, stride, count, y + i);
-  for (; i + 8 <= n; i += 8) weighted_block<1>(w, v + i, stride, count, y + i);
+  for (; i + 64 <= n; i += 64) weighted_block<8>(w, v + i, stride, count, accumulate, y + i);
+  for (; i + 8 <= n; i += 8) weighted_block<1>(w, v + i, stride, count, accumulate, y + i);
   for (; i < n; ++i) {
-    float sum = 0.f;
+    float sum = accumulate ? y[i] : 0.f;
     for (int p = 0; p < count; ++p) sum = std::fma(w[p], v[p * stride + i], sum);
     y[i] = sum;
   }
@@ -174,10 +173,10 @@ void dot_rows(const float* q, const float* k, std::int64_t stride, int count, in
 }
 
 void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n,
-                   float* y) {
-  if (use_avx2()) return weighted_rows_avx2(w, v, stride, count, n, y);
+                   bool accumulate, float* y) {
+  if (use_avx2()) return weighted_rows_avx2(w, v, stride, count, n, accumulate, y);
   for (int i = 0; i < n; ++i) {
-    float sum = 0.f;
+    float sum = accumulate ? y[i] : 0.f;
     for (int p = 0; p < count; ++p) sum += w[p] * v[p * stride + i];
     y[i] = sum;
   }

@@ -3,7 +3,9 @@
 // of a head, k and v rows `stride` floats apart:
 //
 //   dot_rows:      scores[p] = (sum_i q[i] * k[p * stride + i]) / divisor     p < count
-//   weighted_rows: y[i]      =  sum_p w[p] * v[p * stride + i]                i < n
+//   weighted_rows: y[i]     (+)= sum_p w[p] * v[p * stride + i]               i < n
+//                  (+= with `accumulate`: y's values start the sums, so a run of positions
+//                  split into consecutive blocks gives the same floats as one call)
 //   softmax:       x[p]      =  exp(x[p] - max) / sum_p' exp(x[p'] - max)      p < count
 //
 // dot_rows takes four rows at a time, each row's sum in one 8-lane accumulator and the
@@ -20,7 +22,8 @@ namespace qforge {
 
 void dot_rows(const float* q, const float* k, std::int64_t stride, int count, int n, float divisor,
               float* scores);
-void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n, float* y);
+void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n,
+                   bool accumulate, float* y);
 void softmax(float* x, int count);
 
 }  // namespace qforge

@@ -2,6 +2,7 @@
 // strided as the KV cache holds them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -35,7 +36,7 @@ TEST(VectorKernels, DotRowsAndWeightedRowsMatchFloat64) {
       EXPECT_EQ(scores[count], -1.f) << "wrote past count";
 
       std::vector<float> y(n + 1, -1.f);
-      weighted_rows(w.data(), rows.data(), stride, count, n, y.data());
+      weighted_rows(w.data(), rows.data(), stride, count, n, false, y.data());
       for (int i = 0; i < n; ++i) {
         double want = 0, magnitude = 0;
         for (int p = 0; p < count; ++p) {
@@ -46,6 +47,36 @@ TEST(VectorKernels, DotRowsAndWeightedRowsMatchFloat64) {
       }
       EXPECT_EQ(y[n], -1.f) << "wrote past n";
     }
+}
+
+// Attention cuts a head's positions into blocks starting at multiples of 4: dot_rows over
+// each block, and weighted_rows accumulating block after block, give exactly the floats of
+// one call over all positions.
+TEST(VectorKernels, BlocksOfPositionsGiveTheSameFloatsAsOneCall) {
+  std::mt19937 rng(47);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int n : {5, 8, 64, 72, 100})
+    for (int count : {1, 3, 4, 9, 33, 70})
+      for (int block : {4, 8, 32}) {
+        const int stride = n + 3;
+        std::vector<float> q(n), rows(std::size_t(count) * stride), w(count);
+        for (float& x : q) x = normal(rng);
+        for (float& x : rows) x = normal(rng);
+        for (float& x : w) x = normal(rng);
+        std::vector<float> whole(count), blocked(count), y_whole(n), y_blocked(n, 123.f);
+        dot_rows(q.data(), rows.data(), stride, count, n, 8.f, whole.data());
+        weighted_rows(w.data(), rows.data(), stride, count, n, false, y_whole.data());
+        for (int p0 = 0; p0 < count; p0 += block) {
+          const int m = std::min(block, count - p0);
+          const float* at = rows.data() + std::size_t(p0) * stride;
+          dot_rows(q.data(), at, stride, m, n, 8.f, blocked.data() + p0);
+          weighted_rows(w.data() + p0, at, stride, m, n, p0 > 0, y_blocked.data());
+        }
+        for (int p = 0; p < count; ++p)
+          ASSERT_EQ(whole[p], blocked[p]) << "n " << n << " count " << count << " p " << p;
+        for (int i = 0; i < n; ++i)
+          ASSERT_EQ(y_whole[i], y_blocked[i]) << "n " << n << " count " << count << " i " << i;
+      }
 }
 
 // Scores as attention makes them (spread over tens of units, so some exps underflow to

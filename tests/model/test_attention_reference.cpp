@@ -1,0 +1,152 @@
+// The f32 executor against a float64 Llama forward written out here, on tiny GGUF models
+// with each head layout (one kv head per head, GQA groups of 2, one kv head for all) and
+// pools of 1-3 threads, so a group's heads are also split across threads. Head size 128
+// makes an attention block 32 positions (llama_executor.cpp), so the 70 positions span
+// three blocks, the last one partial. A batched prompt, then token-by-token decode:
+// every position's logits. Weights uniform in [-1, 1] make scores tens of units apart, so
+// float rounding reaches about 2e-4 of the largest logit; a wrong kv head or block is O(1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "model/dense_linear.h"
+#include "model/llama_executor.h"
+#include "model/model_loader.h"
+#include "tests/model/tiny_llama.h"
+
+namespace qforge {
+namespace {
+
+using Weights = std::map<std::string, std::vector<float>>;
+using Vector = std::vector<double>;
+
+// y = W x, W rows x columns row-major.
+Vector matvec(const std::vector<float>& w, const Vector& x, std::size_t rows) {
+  Vector y(rows, 0.0);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t i = 0; i < x.size(); ++i) y[r] += double(w[r * x.size() + i]) * x[i];
+  return y;
+}
+
+Vector rmsnorm(const Vector& x, const std::vector<float>& weight, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / double(x.size()) + eps);
+  Vector y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = double(weight[i]) * x[i] * inv;
+  return y;
+}
+
+// Adjacent pairs (2i, 2i+1) of each head, freq = theta^(-2i / head_dim).
+void rope(Vector& v, int head_dim, int pos, double theta) {
+  for (std::size_t h = 0; h < v.size(); h += std::size_t(head_dim))
+    for (int i = 0; i < head_dim; i += 2) {
+      const double angle = pos * std::pow(theta, -double(i) / head_dim);
+      const double a = v[h + i], b = v[h + i + 1];
+      v[h + i] = a * std::cos(angle) - b * std::sin(angle);
+      v[h + i + 1] = a * std::sin(angle) + b * std::cos(angle);
+    }
+}
+
+// Logits of every position of `tokens`, each position seeing positions 0..itself.
+std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
+                                     const std::vector<int>& tokens) {
+  const int head_dim = m.dim / m.n_heads, group = m.n_heads / m.n_kv_heads;
+  const std::size_t dim = std::size_t(m.dim), kv_dim = std::size_t(head_dim * m.n_kv_heads);
+  auto t = [&](int l, const char* role) -> const std::vector<float>& {
+    return w.at(layer_tensor_name(l, role));
+  };
+  std::vector<std::vector<Vector>> keys(std::size_t(m.n_layers)), values(keys.size());
+  std::vector<Vector> out;
+  for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
+    const std::vector<float>& embedding = w.at("token_embd.weight");
+    Vector x(embedding.begin() + std::ptrdiff_t(tokens[pos] * dim),
+             embedding.begin() + std::ptrdiff_t((tokens[pos] + 1) * dim));
+    for (int l = 0; l < m.n_layers; ++l) {
+      const Vector xn = rmsnorm(x, t(l, "attn_norm"), 1e-6);
+      Vector q = matvec(t(l, "attn_q"), xn, dim), k = matvec(t(l, "attn_k"), xn, kv_dim);
+      rope(q, head_dim, int(pos), 500000.0);
+      rope(k, head_dim, int(pos), 500000.0);
+      keys[l].push_back(k);
+      values[l].push_back(matvec(t(l, "attn_v"), xn, kv_dim));
+      Vector attended(dim, 0.0);
+      for (int h = 0; h < m.n_heads; ++h) {
+        const std::size_t qo = std::size_t(h * head_dim), ko = std::size_t(h / group * head_dim);
+        Vector score(pos + 1);
+        for (std::size_t p = 0; p <= pos; ++p) {
+          for (int i = 0; i < head_dim; ++i) score[p] += q[qo + i] * keys[l][p][ko + i];
+          score[p] /= std::sqrt(double(head_dim));
+        }
+        const double top = *std::max_element(score.begin(), score.end());
+        double sum = 0;
+        for (double& s : score) sum += (s = std::exp(s - top));
+        for (std::size_t p = 0; p <= pos; ++p)
+          for (int i = 0; i < head_dim; ++i)
+            attended[qo + i] += score[p] / sum * values[l][p][ko + i];
+      }
+      const Vector o = matvec(t(l, "attn_output"), attended, dim);
+      for (std::size_t i = 0; i < dim; ++i) x[i] += o[i];
+      const Vector xf = rmsnorm(x, t(l, "ffn_norm"), 1e-6);
+      const Vector gate = matvec(t(l, "ffn_gate"), xf, std::size_t(m.hidden_dim));
+      Vector up = matvec(t(l, "ffn_up"), xf, std::size_t(m.hidden_dim));
+      for (std::size_t i = 0; i < up.size(); ++i) up[i] *= gate[i] / (1.0 + std::exp(-gate[i]));
+      const Vector down = matvec(t(l, "ffn_down"), up, dim);
+      for (std::size_t i = 0; i < dim; ++i) x[i] += down[i];
+    }
+    out.push_back(matvec(w.at("output.weight"), rmsnorm(x, w.at("output_norm.weight"), 1e-6),
+                         std::size_t(m.vocab)));
+  }
+  return out;
+}
+
+TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("qforge_attention_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  constexpr int kPrompt = 37, kPositions = 70;
+  for (const int kv_heads : {4, 2, 1}) {
+    test::TinyLlama spec;
+    spec.dim = 512;
+    spec.n_heads = 4;
+    spec.n_kv_heads = kv_heads;
+    spec.context = kPositions;
+    const Weights weights = test::write_tiny_llama(path, spec);
+    std::vector<int> tokens(kPositions);
+    for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 7 + 3) % spec.vocab;
+    const std::vector<Vector> want = reference_logits(weights, spec, tokens);
+    LoadedModel model = load_model(path, parse_precision("f32"));
+    set_dense_threads(1);
+    for (const int threads : {1, 2, 3}) {
+      SCOPED_TRACE("kv heads " + std::to_string(kv_heads) + ", threads " + std::to_string(threads));
+      ThreadPool pool(threads);
+      LlamaExecutor executor(model.weights, pool);
+      std::vector<std::vector<float>> got;
+      const std::span<const float> prompt =
+          executor.forward(std::span<const int>(tokens.data(), kPrompt), 0, true);
+      for (int p = 0; p < kPrompt; ++p)
+        got.emplace_back(prompt.begin() + p * spec.vocab, prompt.begin() + (p + 1) * spec.vocab);
+      for (int p = kPrompt; p < kPositions; ++p) {
+        const std::span<const float> logits =
+            executor.forward(std::span<const int>(&tokens[std::size_t(p)], 1), p);
+        got.emplace_back(logits.begin(), logits.end());
+      }
+      for (int p = 0; p < kPositions; ++p) {
+        double largest = 0;
+        for (double v : want[p]) largest = std::max(largest, std::fabs(v));
+        for (int i = 0; i < spec.vocab; ++i)
+          ASSERT_NEAR(got[p][i], want[p][i], 1e-3 * largest) << "position " << p << " token " << i;
+      }
+    }
+  }
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace qforge
