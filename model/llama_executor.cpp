@@ -137,8 +137,10 @@ void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float*
 //
 // Blocks start at multiples of 4 positions, so dot_rows groups positions as one call
 // over all of them would, and weighted_rows adds them in order: the same floats.
-// Work items are (row, kv head, slice of the group's heads), split across the pool; the
-// group is sliced only when there are fewer (row, kv head) pairs than threads.
+// Work items are (row, kv head, slice of the group's heads), dealt to the pool's threads
+// in turn (a prompt's later rows attend to more positions, so contiguous ranges would
+// give the last thread the most work); the group is sliced only when there are fewer
+// (row, kv head) pairs than threads.
 void LlamaExecutor::attention(int layer, int rows, int start) {
   const LlamaConfig& c = config_;
   const int head_dim = c.head_dim, group = c.kv_group(), kv_heads = c.n_kv_heads;
@@ -150,7 +152,7 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
   const float scale = std::sqrt(static_cast<float>(head_dim));
   pool_.run([&](int t) {
     float* scores = scores_.data() + std::size_t(t) * group * cache_.positions();
-    for (int item = items * t / threads; item < items * (t + 1) / threads; ++item) {
+    for (int item = t; item < items; item += threads) {
       const int r = item / (kv_heads * slices);
       const int kv_head = item / slices % kv_heads, slice = item % slices;
       const int first = kv_head * group + group * slice / slices;
