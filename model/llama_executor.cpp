@@ -155,8 +155,8 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
     for (int item = t; item < items; item += threads) {
       const int r = item / (kv_heads * slices);
       const int kv_head = item / slices % kv_heads, slice = item % slices;
-      const int first = kv_head * group + group * slice / slices;
-      const int heads = kv_head * group + group * (slice + 1) / slices - first;
+      const int first = kv_head * group + group * slice / slices;  // this slice's heads
+      const int heads = group * (slice + 1) / slices - group * slice / slices;
       const int count = start + r + 1;
       // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h).
       const float* keys = cache_.key(layer, kv_head, 0);
