@@ -87,8 +87,7 @@ void BM_Linear(benchmark::State& state) {
   std::vector<float> x(static_cast<std::size_t>(m * k));
   for (auto& v : x) v = dist(rng) * 50;
   QuantizedActivations xq;
-  prepare_activations(xq, m, k, first.header.k_padded, first.header.group,
-                      layers.front()->activation_form());
+  prepare_activations(xq, m, k, first.header.k_padded, first.header.group);
   quantize_activations(x.data(), k, xq);
   std::vector<float> y(static_cast<std::size_t>(m * n));
   ThreadPool pool(threads);
@@ -169,7 +168,7 @@ void BM_LinearAmx(benchmark::State& state) {
   std::vector<float> x(static_cast<std::size_t>(m * k));
   for (auto& v : x) v = dist(rng) * 50;
   QuantizedActivations xq;
-  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group, amx.activation_form());
+  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
   quantize_activations(x.data(), k, xq);
   std::vector<float> y(static_cast<std::size_t>(m * n));
   ThreadPool pool(threads);
@@ -243,8 +242,7 @@ void BM_CallOverhead(benchmark::State& state) {
   std::vector<float> w(32 * 64, 0.01f), x(64, 1.f), y(32);
   QuantizedLinear layer(pack_weights(w.data(), 32, 64, parse_quant_scheme("int8"), 1), Epilogue{});
   QuantizedActivations xq;
-  prepare_activations(xq, 1, 64, layer.weights().header.k_padded, layer.weights().header.group,
-                      layer.activation_form());
+  prepare_activations(xq, 1, 64, layer.weights().header.k_padded, layer.weights().header.group);
   quantize_activations(x.data(), 64, xq);
   ThreadPool pool(threads);
   for (auto _ : state) layer.forward(xq, {}, y.data(), 32, pool);

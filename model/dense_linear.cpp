@@ -14,9 +14,9 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "jit/base/half_float.h"
 #include "jit/base/parallel_for.h"
 #include "jit/cpu/cpu_info.h"
-#include "model/half_float.h"
 
 namespace qforge {
 

@@ -52,7 +52,7 @@ void EmbeddingTable::quantize_row(std::int64_t r, const float* values) {
   const GroupParams p = choose_group_params_fast(values, dim_, 8, false, &finite);
   QF_REQUIRE(finite, "embedding: row ", r, " has a non-finite value");
   scales_[static_cast<std::size_t>(r)] = p.scale;
-  quantize_operands_fast(values, dim_, dim_, p, 8, false, /*offset=*/0, q_.data() + r * dim_);
+  quantize_operands_fast(values, dim_, dim_, p, 8, false, /*offset=*/128, q_.data() + r * dim_);
 }
 
 void EmbeddingTable::lookup(std::int64_t token, float* out) const {
@@ -61,9 +61,9 @@ void EmbeddingTable::lookup(std::int64_t token, float* out) const {
     std::memcpy(out, f32_.data() + token * dim_, std::size_t(dim_) * sizeof(float));
     return;
   }
-  const std::int8_t* q = q_.data() + token * dim_;
+  const std::uint8_t* q = q_.data() + token * dim_;
   const float scale = scales_[std::size_t(token)];
-  for (std::int64_t i = 0; i < dim_; ++i) out[i] = scale * float(q[i]);
+  for (std::int64_t i = 0; i < dim_; ++i) out[i] = scale * float(int{q[i]} - 128);
 }
 
 std::uint64_t EmbeddingTable::bytes() const {

@@ -39,7 +39,7 @@ class EmbeddingTable {
 
   std::int64_t rows_ = 0, dim_ = 0;
   std::vector<float> f32_;
-  std::vector<std::int8_t> q_;
+  std::vector<std::uint8_t> q_;  // q + 128 (the packed layout's int8 operand)
   std::vector<float> scales_;
 };
 

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "jit/base/error.h"
-#include "model/half_float.h"
+#include "jit/base/half_float.h"
 
 namespace qforge {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "jit/base/error.h"
+#include "jit/base/half_float.h"
 #include "model/ggml_quants.h"
-#include "model/half_float.h"
 
 namespace qforge {
 

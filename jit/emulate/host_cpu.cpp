@@ -1,5 +1,6 @@
 #include "jit/emulate/host_cpu.h"
 
+#include "jit/cpu/amx_permission.h"
 #include "jit/cpu/cpuid.h"
 
 namespace qforge::emulate {
@@ -14,6 +15,7 @@ bool bit(unsigned value, int index) {
 // XSAVE state components (Intel SDM vol. 1, 13.1).
 constexpr int kSseComponent = 1, kAvxComponent = 2;
 constexpr int kOpmaskComponent = 5, kZmmHi256Component = 6, kHi16ZmmComponent = 7;
+constexpr int kTileConfigComponent = 17, kTileDataComponent = 18;
 
 }  // namespace
 
@@ -34,7 +36,9 @@ HostCpu probe_host_cpu() {
       bit(xcr0, kOpmaskComponent) && bit(xcr0, kZmmHi256Component) && bit(xcr0, kHi16ZmmComponent);
   host.avx512f = bit(leaf7.ebx, 16) && os_zmm;
   if (os_zmm) host.zmm_hi256_offset = cpuid(0xD, kZmmHi256Component).ebx;
-  host.amx = bit(leaf7.edx, 24) || bit(leaf7.edx, 25);
+  const bool os_tiles = bit(xcr0, kTileConfigComponent) && bit(xcr0, kTileDataComponent);
+  host.amx = (bit(leaf7.edx, 24) || bit(leaf7.edx, 25)) && os_tiles &&
+             qforge::request_amx_permission(nullptr);
   if (leaf7.eax >= 1) host.avx_vnni = bit(cpuid(7, 1).eax, 4);
   return host;
 }

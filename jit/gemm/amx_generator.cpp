@@ -21,7 +21,7 @@ constexpr int kPackedRowBytes = 64;
 //
 //   [kStage, +4096)        C tiles stored as int32 [32 rows][2 panels][16]  (stride 128)
 //   [kSums, +4096)         float sums            f32 [32 rows][2 panels][16]
-//   [kUnpackedB, +2048)    int4: the step's B tiles as s8 [2 panels][16 quads][64]
+//   [kUnpackedB, +2048)    int4: the step's B tiles as u8 [2 panels][16 quads][64]
 //   [kLiveConfig, +64)     the thread's tile configuration (sttilecfg)
 //   [kNextRow, +8)         first row not stored yet
 //   [kLastBlockRow, +8)    M - R, where the last block starts
@@ -224,7 +224,7 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
 }
 
 // One step of 64 k: B tiles from the packed rows (panel j at bk_ + j * panel_bytes), A tiles
-// from the xu rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products.
+// from the xq rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products.
 // Tile memory operands are written base + stride * 1: the stride must be the SIB index.
 void AmxGenerator::emit_k_step(int row_tiles, int panels) {
   for (int j = 0; j < panels; ++j) {
@@ -239,13 +239,13 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
     tileloadd(Tmm(amx_a_tile(i)), ptr[ak_ + i * kAmxTileRows * a_stride_ + tmp_ * 1]);
   for (int i = 0; i < row_tiles; ++i)
     for (int j = 0; j < panels; ++j)
-      tdpbusd(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));
+      tdpbsud(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));  // s8 A x u8 B
   add(ak_, kAmxTileK);
   add(bk_, static_cast<int>(kAmxTileK / k_per_row_ * kPackedRowBytes));
 }
 
 // int4 packed row q (64 bytes, 16 columns x 8 k) holds quads 2q (low nibbles) and 2q + 1
-// (high nibbles); as s8 B tile rows:
+// (high nibbles); as u8 B tile rows:
 //   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
 void AmxGenerator::emit_unpack_int4(int panel) {
   const int rows = kAmxTileK / 8;

@@ -3,12 +3,13 @@
 //
 //   one block = R rows (R <= 32) x 2 packed panels (32 output columns), K in steps of 64:
 //
-//                          B tmm6: panel 0        B tmm7: panel 1     16 quads x 64 bytes (s8)
+//                          B tmm6: panel 0        B tmm7: panel 1     16 quads x 64 bytes (u8)
 //   A tmm4: rows 0..15     C tmm0                 C tmm1              int32, 16 columns each
 //   A tmm5: rows 16..R-1   C tmm2                 C tmm3              (only when R > 16)
 //
-//   A rows are 64 bytes of xu (u8) at k .. k+63; B row q is packed row q of the step
-//   (16 columns x 4 k, the VNNI-4 order), so tdpbusd C[m][n] += sum_k xu[m][k] * w[n][k].
+//   A rows are 64 bytes of xq (s8) at k .. k+63; B row q is packed row q of the step
+//   (16 columns x 4 k of u8 operands, the VNNI-4 order), so
+//   tdpbsud C[m][n] += sum_k xq[m][k] * operand[n][k]  (then C -= bias * xsum per group).
 //
 // M is cut into ceil(M / 32) blocks of R = ceil(M / blocks) rows. The last block starts at
 // M - R, overlapping the one before it by fewer than `blocks` rows (recomputed, not stored

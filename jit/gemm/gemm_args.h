@@ -2,10 +2,8 @@
 //
 // The kernel computes output units [unit_begin, unit_end) for rows [0, m):
 //   a unit = 16 output columns = one packed panel (two for an interleaved SwiGLU pair)
-//   A row r  : a + r * a_stride            (xu = xq + 128 bytes for the VNNI / AMX
-//                                           kernels, xq for the AVX2 ones: see
-//                                           ops/quant/activation.h; a_stride is fixed
-//                                           by K and g)
+//   A row r  : a + r * a_stride            (the s8 bytes xq: ops/quant/activation.h;
+//                                           a_stride is fixed by K and g)
 //   C row r  : c + r * c_stride            (elements of the output type)
 // Pointers a, a_scale, a_sums, c and residual address row 0; b, c, bias and residual
 // address column 0 of the whole matrix (the kernel adds the unit offset itself).
@@ -17,7 +15,7 @@
 namespace qforge {
 
 struct GemmCallArgs {
-  const std::uint8_t* a = nullptr;       // quantized activations (u8, xq + 128)
+  const std::int8_t* a = nullptr;        // quantized activations (s8 xq)
   const float* a_scale = nullptr;        // per row
   const std::int32_t* a_sums = nullptr;  // per row x group: sum of xq
   const std::uint8_t* b = nullptr;       // packed weights, panel 0

@@ -8,16 +8,25 @@ using namespace Xbyak;
 using namespace Xbyak::util;
 
 // After a group's K rows, bk_ points at panel 0's trailer of that group:
-//   [bk_ + pp * panel_bytes + 0]    scales[16]  f32
-//   [bk_ + pp * panel_bytes + 64]   comp[16]    i32   (128 * sum of operands)
-//   [bk_ + pp * panel_bytes + 128]  offset[16]  f32   (asymmetric only)
-// C = acc (- comp, VNNI only) (- 8 * xsum, int4 sym);   fsum = fma(float(C), scale, fsum)
-// asymmetric:                                          fsum = fma(float(xsum), offset, fsum)
+//   [bk_ + pp * panel_bytes + 0]    scales[16]  f16
+//   [bk_ + pp * panel_bytes + 32]   offset[16]  f16   (asymmetric only)
+// C = acc - bias * xsum (bias 128 or 8; none where the AVX2 int8 sequence already
+// multiplied v itself);                      fsum = fma(float(C), scale, fsum)
+// asymmetric:                                fsum = fma(float(xsum), offset, fsum)
 void GemmGenerator::emit_group_correction(int rows, int units) {
   emit_group_correction_rows(rows, units);
+  // The correction's temporaries may include the nibble mask's register: the next
+  // group's K rows need it back.
+  if (key_.bits == 4 && groups_ > 1) vmovups(nibble_mask(), constant(kConstNibbleMask));
   add(bk_, static_cast<int>(trailer_bytes_));
   add(sums_, 4);
   if (key_.epilogue.output == OutputKind::group_sums) add(out_, static_cast<int>(n_padded_ * 4));
+}
+
+// The bias * xsum the accumulators carry beyond C, as a shift of xsum (0: none).
+int GemmGenerator::correction_shift() const {
+  const int bias = key_.bits == 8 ? (isa_.vnni ? 128 : 0) : (key_.asymmetric ? 0 : 8);
+  return bias == 128 ? 7 : bias == 8 ? 3 : 0;
 }
 
 // Row r's xsum is at [sums_ + r * groups * 4], its group sums go to out_ + r * groups * Np * 4
@@ -26,30 +35,35 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
 void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const int t_count = per_row(units);
   const bool asym = key_.asymmetric;
-  const bool int4_sym = !asym && key_.bits == 4;
-  const Xmm xsum = epilogue_temp(0), spill = epilogue_temp(2);
+  const int shift = correction_shift();
+  const Xmm correction = epilogue_temp(0), xsum = epilogue_temp(1), spill = epilogue_temp(2);
+  const Xmm scale = epilogue_temp(3), offset = epilogue_temp(4);
   const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
+  // 16 f16 lanes of a panel: vector v's are 2 * lanes bytes from the panel's first.
+  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
   for (int r = 0; r < rows; ++r) {
-    if (int4_sym || (asym && !sums_out)) {
-      vpbroadcastd(xsum, dword[sums_ + r * groups_ * 4]);
-      if (int4_sym)
-        vpslld(xsum, xsum, 3);  // zc = -8: C -= 8 * xsum
-      else
-        vcvtdq2ps(xsum, xsum);  // float(xsum) for the offset term
+    const Address row_xsum = dword[sums_ + r * groups_ * 4];
+    if (shift) {
+      vpbroadcastd(correction, row_xsum);
+      vpslld(correction, correction, shift);
+    }
+    if (asym && !sums_out) {
+      vpbroadcastd(xsum, row_xsum);
+      vcvtdq2ps(xsum, xsum);  // float(xsum) for the offset term
     }
     for (int t = 0; t < t_count; ++t) {
       const int pp = panel_of(t), v = vector_of(t);
-      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_;
-      const Address scale = vector_at(bk_, trailer), offset = vector_at(bk_, trailer + 128);
+      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_ / 2;
       const Xmm sum = acc(r, t);
-      if (isa_.vnni) vpsubd(sum, sum, vector_at(bk_, trailer + 64));
-      if (int4_sym) vpsubd(sum, sum, xsum);
+      if (shift) vpsubd(sum, sum, correction);
       if (sums_out) {
         const std::int64_t at = r * groups_ * n_padded_ * 4 + pp * 64 + v * vector_bytes_;
         vmovups(vector_at(out_, at), sum);
         continue;
       }
       vcvtdq2ps(sum, sum);
+      vcvtph2ps(scale, f16_at(trailer));
+      if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
       if (groups_ == 1) {
         vmulps(sum, sum, scale);
         if (asym) vfmadd231ps(sum, xsum, offset);

@@ -53,7 +53,7 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   k_per_row_ = key.bits == 8 ? 4 : 8;
   rows_per_group_ = key.group / k_per_row_;
   group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
-  trailer_bytes_ = key.asymmetric ? 192 : 128;
+  trailer_bytes_ = key.asymmetric ? 64 : 32;  // f16 scales (+ f16 offsets): packed_layout.h
   panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
   a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded, kCacheLine));
   n_padded_ = key.units() * 16 * panels_per_unit_;
@@ -289,10 +289,14 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
       const int t = pp * slice_vectors_ + s;
       const Address at = vector_at(bk_, base + vector_of(t) * vector_bytes_);
       if (key_.bits == 8) {
-        if (zmm_)
+        if (zmm_) {
           vmovdqu32(weight(t, false), at);
-        else
+        } else if (isa_.vnni) {
           vmovdqu(weight(t, false), at);
+        } else {
+          vmovdqu(weight(t, false), at);
+          vpxor(weight(t, false), weight(t, false), constant(kConstByteSign));  // v = w_u8 - 128
+        }
         if (!isa_.vnni) vpabsb(abs_weight(t), weight(t, false));
       } else {
         // low nibbles = first quad, high nibbles = second quad
@@ -321,7 +325,7 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
 
 void GemmGenerator::emit_dot(const Xmm& sum, const Xmm& x, int t, bool high) {
   if (isa_.vnni) {
-    vpdpbusd(sum, x, weight(t, high));
+    vpdpbusd(sum, weight(t, high), x);  // u8 weight operands x s8 activations
     return;
   }
   const Xmm temp = dot_temp();

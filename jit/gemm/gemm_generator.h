@@ -7,15 +7,17 @@
 //       for group j:                                   (Kp / g groups, g / 4 rows each)
 //         acc = 0
 //         for packed row (64 bytes / panel): load weights, broadcast x quads, dot
-//         correct: C = acc (- comp) + zc * xsum_j  ;  fsum = fma(float(C), scale_j, fsum)
-//                  asymmetric: fsum = fma(float(xsum_j), offset_j, fsum)
+//         correct: C = acc - bias * xsum_j ;  fsum = fma(float(C), f16 scale_j, fsum)
+//                  asymmetric: fsum = fma(float(xsum_j), f16 offset_j, fsum)
 //       y = fsum * a[row]; epilogue (bias, SwiGLU, residual); store (masked N tail)
 //
-// dot(acc, x, w):  VNNI      acc += vpdpbusd(xu, w)                 (then C = acc - comp)
-//                  AVX2 int8 acc += maddwd(maddubs(|w|, sign(xq, w)), 1)   (C = acc)
-//                  AVX2 int4 acc += maddwd(maddubs(nibble, xq), 1)         (C = acc)
-// The AVX2 forms compute sum xq * operand directly, exactly: |w| <= 128 and
-// |sign(xq, w)| <= 127, so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
+// With v = operand - bias (ops/quant/packed_layout.h) and C = sum xq * v:
+// dot(acc, x, w):  VNNI      acc += vpdpbusd(w_u8, xq)       C = acc - bias * xsum (128 or 8)
+//                  AVX2 int8 w = w_u8 ^ 0x80 = v;  acc += maddwd(maddubs(|v|, sign(xq, v)), 1)
+//                                                  C = acc
+//                  AVX2 int4 acc += maddwd(maddubs(nibble, xq), 1)   C = acc - bias * xsum
+// The AVX2 forms are exact: |v| <= 128 and |sign(xq, v)| <= 127 (int8), nibble <= 15
+// (int4), so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
 //
 // AmxGenerator (amx_generator.h) derives from this class: its tiles replace the loops and
 // the dot products, and it calls the group correction and epilogue below unchanged.
@@ -60,6 +62,7 @@ class GemmGenerator : public JitGenerator {
   // Group end and epilogue (gemm_epilogue_emit.cpp).
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
+  int correction_shift() const;
   void emit_epilogue(int rows, int units);
   void emit_epilogue_from_registers(int rows, int units);  // y already in acc / fsum
   void emit_unit_epilogue(int rows, int unit, int tail_columns);
@@ -111,6 +114,8 @@ class GemmGenerator : public JitGenerator {
   Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
   // Names the frame's argument and first 10 temporaries as the registers above.
   void bind_frame_registers(const Xbyak::util::StackFrame& frame);
+  // A group trailer's offsets follow its 16 f16 scales (ops/quant/packed_layout.h).
+  static constexpr int kTrailerOffsetBytes = 32;
   Xbyak::Label constants_;
   GemmKernelFn kernel_ = nullptr;
 };
@@ -135,6 +140,7 @@ enum GemmConstant : int {
   kConstExponentBias,
   kConstZero,
   kConst255,
+  kConstByteSign,   // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
   kConstLaneMasks,  // ymm only: 8 x -1 then 8 x 0 (two vectors)
 };
 

@@ -35,7 +35,7 @@ struct Blocking {
   bool operator==(const Blocking& o) const { return fields() == o.fields(); }
 };
 
-inline constexpr int kGemmGeneratorVersion = 2;  // 2: asymmetric offsets are f32
+inline constexpr int kGemmGeneratorVersion = 3;  // 3: layout v3 (f16 trailers, u8 weights)
 
 struct GemmKey {
   Isa isa = Isa::avx2;

@@ -96,6 +96,7 @@ void GemmGenerator::emit_constants() {
   splat(127u);                                      // kConstExponentBias
   splat(0u);                                        // kConstZero
   splat(bits_of(255.0f));                           // kConst255
+  splat(0x80808080u);                               // kConstByteSign
   for (int i = 0; i < lanes; ++i) dd(0xffffffffu);  // kConstLaneMasks: -1 x lanes,
   for (int i = 0; i < lanes; ++i) dd(0u);           //                  0 x lanes
 }

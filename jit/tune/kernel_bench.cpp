@@ -87,8 +87,7 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
   const std::int64_t columns = shape.units() * 16;
   for (const std::int64_t m : ms_) {
     Rows rows;
-    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group,
-                        activation_form_of(shape.isa));
+    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
     const auto x = pseudo_random(m * shape.k, 4, 1.f);
     quantize_activations(x.data(), shape.k, rows.x);
     rows.out.resize(static_cast<std::size_t>(m * columns * sizeof(float)));
@@ -101,7 +100,7 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
 void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
-  call.a = rows.x.xu.data();
+  call.a = rows.x.xq.data();
   call.a_scale = rows.x.scale.data();
   call.a_sums = rows.x.group_sums.data();
   call.b = weights_.data() + std::int64_t{next_copy_} * weight_bytes_;

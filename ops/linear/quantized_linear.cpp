@@ -171,11 +171,9 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
   QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
                  x.group == weights_.header.group,
              "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
-  QF_REQUIRE(x.form == activation_form(), "linear: activations are in the wrong form for ",
-             isa_name(isa_), " kernels (prepare them with activation_form())");
   const CallPlan plan = plan_for(x.m);
   GemmCallArgs call;
-  call.a = x.xu.data();
+  call.a = x.xq.data();
   call.a_scale = x.scale.data();
   call.a_sums = x.group_sums.data();
   call.b = weights_.data.data();
@@ -204,8 +202,7 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
                               QuantizedActivations& scratch, const EpilogueArgs& args, void* out,
                               std::int64_t ldc, ThreadPool& pool) const {
-  prepare_activations(scratch, m, weights_.k(), weights_.header.k_padded, weights_.header.group,
-                      activation_form());
+  prepare_activations(scratch, m, weights_.k(), weights_.header.k_padded, weights_.header.group);
   quantize_activations(x, ldx, scratch);
   forward(scratch, args, out, ldc, pool);
 }

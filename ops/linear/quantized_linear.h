@@ -57,8 +57,6 @@ class QuantizedLinear {
   const PackedWeights& weights() const { return weights_; }
   const Epilogue& epilogue() const { return epilogue_; }
   Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
-  // The form of activations the layer's kernels read (prepare_activations).
-  ActivationForm activation_form() const { return activation_form_of(isa_); }
   bool uses_amx() const { return amx_; }
 
   // What a call of M rows runs: the kernel and how it is split over the pool. Resolved

@@ -16,37 +16,22 @@ float round_half_away(float v) {
   return std::round(v);
 }
 
-ActivationForm activation_form_of(Isa isa) {
-  return isa == Isa::avx2 ? ActivationForm::signed_s8 : ActivationForm::offset_u8;
-}
-
-namespace {
-
-// The byte of xq = 0: the padding, and every element of a zero row.
-int zero_byte(ActivationForm form) {
-  return form == ActivationForm::offset_u8 ? 128 : 0;
-}
-
-}  // namespace
-
 void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t k,
-                         std::int64_t k_padded, std::int64_t group, ActivationForm form) {
+                         std::int64_t k_padded, std::int64_t group) {
   QF_REQUIRE(m > 0 && k > 0 && group > 0 && k_padded >= k && k_padded % group == 0,
              "activations: bad shape M ", m, ", K ", k, ", Kp ", k_padded, ", g ", group);
   const std::int64_t stride = static_cast<std::int64_t>(round_up(k_padded, kCacheLine));
-  const bool same = out.m == m && out.k == k && out.k_padded == k_padded && out.group == group &&
-                    out.form == form;
+  const bool same = out.m == m && out.k == k && out.k_padded == k_padded && out.group == group;
   if (same) return;
   out.m = m;
   out.k = k;
   out.k_padded = k_padded;
   out.group = group;
-  out.form = form;
   out.row_stride = stride;
-  out.xu.resize(m * stride);
+  out.xq.resize(m * stride);
   out.scale.resize(m);
   out.group_sums.resize(m * (k_padded / group));
-  std::memset(out.xu.data(), zero_byte(form), m * stride);  // padding: xq = 0
+  std::memset(out.xq.data(), 0, m * stride);  // padding: xq = 0
 }
 
 namespace {
@@ -98,9 +83,8 @@ void row_group_sums(const QuantizedActivations& out, std::int64_t r, std::int32_
 // Quantizes one row and, in the same pass, adds each xq to its group's sum (when no
 // 8-wide vector straddles two groups; otherwise returns false and the caller sums).
 __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::int64_t k, float a,
-                                                           std::int64_t group, ActivationForm form,
-                                                           std::uint8_t* xu, std::int32_t* sums) {
-  const bool offset = form == ActivationForm::offset_u8;
+                                                           std::int64_t group, std::int8_t* xq,
+                                                           std::int32_t* sums) {
   const bool fused_sums = group % 8 == 0;
   // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
   const __m256 div = _mm256_set1_ps(a);
@@ -108,7 +92,6 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
   const __m256 one = _mm256_set1_ps(1.f);
   const __m256 sign_bit = _mm256_set1_ps(-0.f);
   const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
-  const __m256i bias = _mm256_set1_epi32(zero_byte(form));
   std::int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), div);
@@ -124,27 +107,22 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
       h = _mm_hadd_epi32(h, h);
       sums[i / group] += _mm_cvtsi128_si32(h);
     }
-    // 8 x int32 in [1, 255] (offset) or [-127, 127] (signed) -> 8 bytes.
-    const __m256i q = _mm256_add_epi32(q_signed, bias);
-    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
-    const __m128i w = offset ? _mm_packus_epi32(lo, hi) : _mm_packs_epi32(lo, hi);
-    const __m128i b = offset ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(xu + i), b);
+    // 8 x int32 in [-127, 127] -> 8 bytes.
+    const __m128i lo = _mm256_castsi256_si128(q_signed), hi = _mm256_extracti128_si256(q_signed, 1);
+    const __m128i w = _mm_packs_epi32(lo, hi);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + i), _mm_packs_epi16(w, w));
   }
   for (; i < k; ++i) {
     const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
-    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + zero_byte(form));
+    xq[i] = static_cast<std::int8_t>(r);
     if (fused_sums) sums[i / group] += static_cast<int>(r);
   }
   return fused_sums;
 }
 
-void quantize_row_scalar(const float* x, std::int64_t k, float a, ActivationForm form,
-                         std::uint8_t* xu) {
-  for (std::int64_t i = 0; i < k; ++i) {
-    const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
-    xu[i] = static_cast<std::uint8_t>(static_cast<int>(r) + zero_byte(form));
-  }
+void quantize_row_scalar(const float* x, std::int64_t k, float a, std::int8_t* xq) {
+  for (std::int64_t i = 0; i < k; ++i)
+    xq[i] = static_cast<std::int8_t>(std::clamp(round_half_away(x[i] / a), -127.f, 127.f));
 }
 
 template <bool kUseAvx2>
@@ -159,17 +137,17 @@ void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) 
       check_finite_row(row, out.k, r);
       a = row_scale(row, out.k);
     }
-    std::uint8_t* xu = out.xu.data() + r * out.row_stride;
+    std::int8_t* xq = out.xq.data() + r * out.row_stride;
     std::int32_t* sums = out.group_sums.data() + r * out.groups();
     out.scale[r] = a;
     std::fill(sums, sums + out.groups(), 0);
     bool sums_done = a == 0.f;
     if (a == 0.f) {
-      std::memset(xu, zero_byte(out.form), out.k);
+      std::memset(xq, 0, out.k);
     } else if (kUseAvx2) {
-      sums_done = quantize_row_avx2(row, out.k, a, out.group, out.form, xu, sums);
+      sums_done = quantize_row_avx2(row, out.k, a, out.group, xq, sums);
     } else {
-      quantize_row_scalar(row, out.k, a, out.form, xu);
+      quantize_row_scalar(row, out.k, a, xq);
     }
     if (!sums_done) row_group_sums(out, r, sums);
   }

@@ -2,13 +2,11 @@
 //
 //   a[m]  = max_k |x[m][k]| / 127                       (row scale; 0 for a zero row)
 //   xq    = clamp(round(x / a), -127, 127)              (round half away from zero)
-//   xsum[m][j] = sum of xq over group j                 (the zero-point correction term)
+//   xsum[m][j] = sum of xq over group j                 (the operand-bias correction:
+//                                                        ops/quant/packed_layout.h)
 //
-// and the bytes of a row in one of two forms, the one its kernel reads:
-//
-//   offset_u8  xu = xq + 128   vpdpbusd / tdpbusd multiply u8 by s8 (VNNI, AMX kernels;
-//                              they subtract 128 * sum(w), the trailer's comp)
-//   signed_s8  xq              the AVX2 kernels multiply |w| by xq * sign(w)
+// Every kernel reads the signed bytes xq: vpdpbusd / tdpbsud multiply the weights' u8
+// operands by them, the AVX2 kernels use them in their signed sequence.
 //
 // Row m starts at m * row_stride (a multiple of 64 >= Kp); k in [K, Kp) holds xq = 0,
 // so padded weights contribute nothing and kernels need no K tail for A.
@@ -17,38 +15,27 @@
 #include <cstdint>
 
 #include "jit/base/aligned_buffer.h"
-#include "jit/cpu/isa.h"
 
 namespace qforge {
 
-enum class ActivationForm : std::uint8_t { offset_u8, signed_s8 };
-// The form the kernels of `isa` read (the reference reads either).
-ActivationForm activation_form_of(Isa isa);
-
 struct QuantizedActivations {
   std::int64_t m = 0, k = 0, k_padded = 0, group = 0;
-  ActivationForm form = ActivationForm::offset_u8;
-  std::int64_t row_stride = 0;             // bytes between rows of xu
-  AlignedBuffer<std::uint8_t> xu;          // m x row_stride bytes, in `form`
+  std::int64_t row_stride = 0;             // bytes between rows of xq
+  AlignedBuffer<std::int8_t> xq;           // m x row_stride bytes
   AlignedBuffer<float> scale;              // m
   AlignedBuffer<std::int32_t> group_sums;  // m x groups
 
   std::int64_t groups() const { return k_padded / group; }
-  const std::uint8_t* row(std::int64_t r) const { return xu.data() + r * row_stride; }
+  const std::int8_t* row(std::int64_t r) const { return xq.data() + r * row_stride; }
   const std::int32_t* sums(std::int64_t r) const { return group_sums.data() + r * groups(); }
-  // xq of row r, element i, whatever the form.
-  int value(std::int64_t r, std::int64_t i) const {
-    const std::uint8_t byte = row(r)[i];
-    return form == ActivationForm::offset_u8 ? int{byte} - 128
-                                             : int{static_cast<std::int8_t>(byte)};
-  }
+  // xq of row r, element i.
+  int value(std::int64_t r, std::int64_t i) const { return row(r)[i]; }
 };
 
-// Sizes `out` for M rows of K values grouped by `group` into Kp = k_padded, in `form`
-// (no-op when nothing changed, so buffers are reused across calls).
+// Sizes `out` for M rows of K values grouped by `group` into Kp = k_padded (no-op when
+// nothing changed, so buffers are reused across calls).
 void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t k,
-                         std::int64_t k_padded, std::int64_t group,
-                         ActivationForm form = ActivationForm::offset_u8);
+                         std::int64_t k_padded, std::int64_t group);
 
 // Quantizes x (M rows, leading dimension ldx floats) into `out` (already prepared).
 // Uses AVX2 when the CPU has it (group sums fused into the same pass); bit-identical to

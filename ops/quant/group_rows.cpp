@@ -9,7 +9,7 @@
 namespace qforge {
 namespace {
 
-inline __m128i load16(const std::int8_t* p) {
+inline __m128i load16(const std::uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
 inline void store16(std::uint8_t* p, __m128i v) {
@@ -17,7 +17,7 @@ inline void store16(std::uint8_t* p, __m128i v) {
 }
 
 // The word of column `column` in row r (see the header).
-std::uint32_t row_word(const std::int8_t* column, std::int64_t r, int bits) {
+std::uint32_t row_word(const std::uint8_t* column, std::int64_t r, int bits) {
   std::uint32_t word;
   if (bits == 8) {
     std::memcpy(&word, column + 4 * r, 4);
@@ -29,7 +29,7 @@ std::uint32_t row_word(const std::int8_t* column, std::int64_t r, int bits) {
   return word;
 }
 
-void write_rows_scalar(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g, int bits,
+void write_rows_scalar(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, int bits,
                        std::int64_t row_begin, std::int64_t row_end) {
   for (std::int64_t r = row_begin; r < row_end; ++r)
     for (int c = 0; c < kPanelWidth; ++c) {
@@ -41,13 +41,13 @@ void write_rows_scalar(std::uint8_t* dst, const std::int8_t* operands, std::int6
 // int8: four rows at a time. Columns 4q..4q+3 give one 16-byte load each (rows r..r+3
 // of that column); a 4 x 4 word transpose turns them into 16 bytes of each of the four
 // rows.
-std::int64_t write_rows_int8(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g,
+std::int64_t write_rows_int8(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
                              std::int64_t rows) {
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     std::uint8_t* out = dst + r * kRowBytes;
     for (int q = 0; q < 4; ++q) {
-      const std::int8_t* column = operands + 4 * q * g + 4 * r;
+      const std::uint8_t* column = operands + 4 * q * g + 4 * r;
       const __m128i a0 = load16(column), a1 = load16(column + g);
       const __m128i a2 = load16(column + 2 * g), a3 = load16(column + 3 * g);
       const __m128i t0 = _mm_unpacklo_epi32(a0, a1), t1 = _mm_unpacklo_epi32(a2, a3);
@@ -64,7 +64,7 @@ std::int64_t write_rows_int8(std::uint8_t* dst, const std::int8_t* operands, std
 // int4: two rows at a time. A 16-byte load of a column holds rows r and r+1 as two
 // 8-byte halves; OR-ing each half's upper 4 bytes, shifted up a nibble, into its lower
 // 4 makes the two words, which a 4 x 2 transpose spreads over the two rows.
-std::int64_t write_rows_int4(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g,
+std::int64_t write_rows_int4(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
                              std::int64_t rows) {
   std::int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {
@@ -87,7 +87,7 @@ std::int64_t write_rows_int4(std::uint8_t* dst, const std::int8_t* operands, std
 
 }  // namespace
 
-void write_group_rows(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g, int bits) {
+void write_group_rows(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, int bits) {
   const std::int64_t rows = g / (bits == 8 ? 4 : 8);
   std::int64_t done = 0;
   if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0)
@@ -96,7 +96,7 @@ void write_group_rows(std::uint8_t* dst, const std::int8_t* operands, std::int64
   write_rows_scalar(dst, operands, g, bits, done, rows);
 }
 
-void write_group_rows_reference(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g,
+void write_group_rows_reference(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
                                 int bits) {
   write_rows_scalar(dst, operands, g, bits, 0, g / (bits == 8 ? 4 : 8));
 }

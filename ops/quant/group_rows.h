@@ -12,12 +12,12 @@
 
 namespace qforge {
 
-// Writes the rows of one group at `dst` (a packed buffer keeps it 64-byte aligned; 16
-// bytes of a row per store). int4 operands must be in 0..15.
-void write_group_rows(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g, int bits);
+// Writes the rows of one group at `dst` (groups start 32-byte aligned in a packed buffer;
+// 16 bytes of a row per aligned store). int4 operands must be in 0..15.
+void write_group_rows(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, int bits);
 
 // The same one word at a time: the definition the fast path is tested against.
-void write_group_rows_reference(std::uint8_t* dst, const std::int8_t* operands, std::int64_t g,
+void write_group_rows_reference(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
                                 int bits);
 
 }  // namespace qforge

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "jit/base/error.h"
+#include "jit/base/half_float.h"
 #include "jit/base/parallel_for.h"
 #include "ops/quant/group_rows.h"
 #include "ops/quant/quantize_fast.h"
@@ -18,28 +19,48 @@
 namespace qforge {
 
 int operand_of(int q, int bits, bool asymmetric) {
-  if (bits == 8) return asymmetric ? q - 128 : q;
-  return asymmetric ? q : q + 8;
+  return bits == 8 ? (asymmetric ? q : q + 128) : (asymmetric ? q : q + 8);
 }
 
 int value_of_operand(int operand, int bits, bool asymmetric) {
-  if (bits == 8) return asymmetric ? operand + 128 : operand;
-  return asymmetric ? operand : operand - 8;
+  return bits == 8 ? (asymmetric ? operand : operand - 128) : (asymmetric ? operand : operand - 8);
 }
 
-int symmetric_zero_coef(int bits) {
-  return bits == 8 ? 0 : -8;
+int packed_operand(const std::uint8_t* group, int bits, int lane, std::int64_t i) {
+  if (bits == 8) return group[(i / 4) * kRowBytes + lane * 4 + i % 4];
+  const std::uint8_t byte = group[(i / 8) * kRowBytes + lane * 4 + i % 4];
+  return (i % 8) < 4 ? (byte & 0xf) : (byte >> 4);
+}
+
+namespace {
+float load_f16(const std::uint8_t* at) {
+  std::uint16_t half;
+  std::memcpy(&half, at, 2);
+  return f16_to_f32(half);
+}
+}  // namespace
+
+float group_scale(const std::uint8_t* group_trailer, int lane) {
+  return load_f16(group_trailer + kTrailerScales + 2 * lane);
+}
+
+float group_offset(const std::uint8_t* group_trailer, int lane) {
+  return load_f16(group_trailer + kTrailerOffset + 2 * lane);
 }
 
 namespace {
 
 // One group of a panel before it is laid out: the operand bytes of its 16 columns,
-// operands[c * g + i] = operand_of(q of column c, element i), their sums and the params.
+// operands[c * g + i] = operand_of(q of column c, element i), and their params.
 struct PanelGroup {
-  std::vector<std::int8_t> operands;
-  std::int32_t operand_sums[kPanelWidth];
+  std::vector<std::uint8_t> operands;
   GroupParams params[kPanelWidth];
 };
+
+void store_f16(std::uint8_t* at, float value) {
+  const std::uint16_t half = f32_to_f16(value);
+  std::memcpy(at, &half, 2);
+}
 
 // Writes one group (rows + trailer) at `dst`.
 void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
@@ -48,22 +69,15 @@ void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
   write_group_rows(dst, pg.operands.data(), h.group, h.bits);
   std::uint8_t* trailer = dst + geo.group_data_bytes;
   for (int c = 0; c < kPanelWidth; ++c) {
-    const float scale = pg.params[c].scale;
-    const std::int32_t comp = 128 * pg.operand_sums[c];
-    std::memcpy(trailer + kTrailerScales + 4 * c, &scale, 4);
-    std::memcpy(trailer + kTrailerComp + 4 * c, &comp, 4);
-    if (asym) {
-      const float offset = asymmetric_offset(pg.params[c], h.bits);
-      std::memcpy(trailer + kTrailerOffset + 4 * c, &offset, 4);
-    }
+    store_f16(trailer + kTrailerScales + 2 * c, pg.params[c].scale);
+    if (asym) store_f16(trailer + kTrailerOffset + 2 * c, asymmetric_offset(pg.params[c], h.bits));
   }
 }
 
 // The operands of a column that lies past N: zero, with params {0, 0}.
 void write_padding_column(PanelGroup& pg, int c, std::int64_t g, int offset) {
   pg.params[c] = GroupParams{};
-  std::fill_n(pg.operands.data() + c * g, g, static_cast<std::int8_t>(offset));
-  pg.operand_sums[c] = offset * static_cast<std::int32_t>(g);
+  std::fill_n(pg.operands.data() + c * g, g, static_cast<std::uint8_t>(offset));
 }
 
 // Maps packed panel P and lane c to (half, logical column); column < 0 is padding.
@@ -131,8 +145,8 @@ void pack_panels(PackedWeights& packed, const FloatSources& src, std::int64_t pa
                           std::to_string(k0))
                              .c_str());
         pg.params[c] = p;
-        pg.operand_sums[c] = quantize_operands_fast(values, count, g, p, h.bits, h.asymmetric,
-                                                    offset, pg.operands.data() + c * g);
+        quantize_operands_fast(values, count, g, p, h.bits, h.asymmetric, offset,
+                               pg.operands.data() + c * g);
       }
       write_group(dst, pg, h, geo);
     }
@@ -280,15 +294,12 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
           const std::int64_t gi = column * geo.groups + j;
           pg.params[c] = {t.scales[gi], t.zero_points[gi], t.offsets.empty() ? 0.f : t.offsets[gi]};
           const std::int16_t* src = t.q.data() + column * t.k_padded + j * h.group;
-          std::int8_t* operands = pg.operands.data() + c * h.group;
-          std::int32_t sum = 0;
+          std::uint8_t* operands = pg.operands.data() + c * h.group;
           for (std::int64_t i = 0; i < h.group; ++i) {
             QF_REQUIRE(src[i] >= q_min && src[i] <= q_max, "pack: value ", src[i], " at [", column,
                        "][", j * h.group + i, "] is outside [", q_min, ", ", q_max, "]");
-            operands[i] = static_cast<std::int8_t>(src[i] + offset);
-            sum += src[i] + offset;
+            operands[i] = static_cast<std::uint8_t>(src[i] + offset);
           }
-          pg.operand_sums[c] = sum;
         }
         write_group(dst, pg, h, geo);
       }
@@ -339,26 +350,11 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
       for (int c = 0; c < kPanelWidth; ++c) {
         const PanelColumn pc = panel_column(h, panel, c);
         if (pc.column < 0 || pc.half != half) continue;
-        std::int32_t operand_sum = 0;
-        for (std::int64_t i = 0; i < h.group; ++i) {
-          int operand;
-          if (h.bits == 8) {
-            operand = static_cast<std::int8_t>(group[(i / 4) * kRowBytes + c * 4 + i % 4]);
-          } else {
-            const std::uint8_t byte = group[(i / 8) * kRowBytes + c * 4 + i % 4];
-            operand = (i % 8) < 4 ? (byte & 0xf) : (byte >> 4);
-          }
-          operand_sum += operand;
-          t.q[pc.column * t.k_padded + j * h.group + i] =
-              static_cast<std::int16_t>(value_of_operand(operand, h.bits, asym));
-        }
-        std::int32_t comp;
-        float scale, offset = 0.f;
-        std::memcpy(&scale, trailer + kTrailerScales + 4 * c, 4);
-        std::memcpy(&comp, trailer + kTrailerComp + 4 * c, 4);
-        if (asym) std::memcpy(&offset, trailer + kTrailerOffset + 4 * c, 4);
-        QF_REQUIRE(comp == 128 * operand_sum, "unpack: panel ", panel, " group ", j, " column ", c,
-                   ": compensation sum ", comp, " != 128 * ", operand_sum);
+        for (std::int64_t i = 0; i < h.group; ++i)
+          t.q[pc.column * t.k_padded + j * h.group + i] = static_cast<std::int16_t>(
+              value_of_operand(packed_operand(group, h.bits, c, i), h.bits, asym));
+        const float scale = group_scale(trailer, c);
+        const float offset = asym ? group_offset(trailer, c) : 0.f;
         const std::int64_t gi = pc.column * geo.groups + j;
         t.scales[gi] = scale;
         offsets[gi] = offset;

@@ -45,26 +45,18 @@ PackedWeights pack_quantized(const QuantizedTensor& tensor, int threads = 0);
 PackedWeights pack_quantized_pair(const QuantizedTensor& gate, const QuantizedTensor& up,
                                   int threads = 0);
 
-// Reads the stored values, scales and zero points back (checks each group's
-// compensation sums; a mismatch is an error). For a pair, `half` selects gate (0) / up (1).
+// Reads the stored values, scales and zero points back. For a pair, `half` selects
+// gate (0) / up (1).
 QuantizedTensor unpack_weights(const PackedWeights& packed, int half = 0);
 
-// Values derived from a group's trailer, as the kernels see them.
-inline const float* group_scales(const std::uint8_t* group_trailer) {
-  return reinterpret_cast<const float*>(group_trailer + kTrailerScales);
-}
-inline const std::int32_t* group_comp(const std::uint8_t* group_trailer) {
-  return reinterpret_cast<const std::int32_t*>(group_trailer + kTrailerComp);
-}
-inline const float* group_offsets(const std::uint8_t* group_trailer) {  // asymmetric only
-  return reinterpret_cast<const float*>(group_trailer + kTrailerOffset);
-}
+// What a group holds, as the kernels see it: the u8 operand of column lane c, element i
+// (packed_layout.h), and the f16 scale / offset (asymmetric only) of column lane c.
+int packed_operand(const std::uint8_t* group, int bits, int lane, std::int64_t i);
+float group_scale(const std::uint8_t* group_trailer, int lane);
+float group_offset(const std::uint8_t* group_trailer, int lane);
 
-// The signed operand byte (int8) or nibble (int4) that encodes stored value q, and the
-// integer correction zc of a symmetric group, C = acc - comp + zc * xsum (see the table
-// in packed_layout.h: -8 for int4, whose operand is q + 8; 0 for int8).
+// The u8 operand that encodes stored value q, and back (the table in packed_layout.h).
 int operand_of(int q, int bits, bool asymmetric);
 int value_of_operand(int operand, int bits, bool asymmetric);
-int symmetric_zero_coef(int bits);
 
 }  // namespace qforge

@@ -41,7 +41,7 @@ PackedGeometry geometry_of(const PackedHeader& h) {
   const std::int64_t k_per_row = h.bits == 8 ? kQuadK : 2 * kQuadK;
   g.rows_per_group = h.group / k_per_row;
   g.group_data_bytes = g.rows_per_group * kRowBytes;
-  g.trailer_bytes = h.asymmetric ? 192 : 128;
+  g.trailer_bytes = h.asymmetric ? kTrailerBytesAsymmetric : kTrailerBytesSymmetric;
   g.group_bytes = g.group_data_bytes + g.trailer_bytes;
   g.panel_bytes = g.group_bytes * g.groups;
   g.total_bytes = g.panel_bytes * g.panels;

@@ -6,7 +6,7 @@
 // contiguous stream of groups; each group is its quads followed by its trailer:
 //
 //   panel p (columns 16p .. 16p+15):
-//     group 0: row 0 | row 1 | ... | row R-1 | scales[16] f32 | comp[16] i32 | (offset[16] f32)
+//     group 0: row 0 | row 1 | ... | row R-1 | scales[16] f16 | (offsets[16] f16)
 //     group 1: ...
 //
 //   int8 row r (64 bytes) = quad r of the group, VNNI-4 order:
@@ -14,27 +14,35 @@
 //   int4 row r (64 bytes) = quads 2r and 2r+1 of the group:
 //     byte 4*c + i = nibble(c, j*g + 8r + i) | nibble(c, j*g + 8r + 4 + i) << 4
 //
-// One int8 row feeds one zmm vpdpbusd (two ymm ones); 16 rows are one AMX B tile.
+// One int8 row feeds one zmm vpdpbusd (two ymm ones); 16 rows are one AMX B tile (8 rows
+// one K = 32 tile). A trailer is 32 bytes (64 asymmetric), so groups start 32-byte
+// aligned and a group costs what a GGUF block does: int8 g32 34 bytes per 32 weights
+// (Q8_0), int4 g32 18 (Q4_0), int4 g32 asymmetric 20 (Q4_1); bits/8 + 2/g per weight.
 //
-// Operand encoding (the signed byte the u8 x s8 dot product sees) and its correction.
-// Activations arrive as xu = xq + 128 (u8; the AVX2 kernels read xq itself). Per group j
-// and column n the kernel forms
-//     acc = sum_k xu[k] * operand[k]                    (int32, vpdpbusd / tdpbusd)
-//     C   = acc - comp[n] (+ zc * xsum[m][j])            (int32, exact)
-//     y  += scale[n][j] * float(C)  (+ offset[n][j] * float(xsum[m][j]))
+// The weight is the unsigned operand, so no weight-side compensation is stored:
+//
+//   scheme      stored q     operand u8     v = operand - bias   weight w
+//   int8 sym    [-128,127]   q + 128        q          (bias 128) s * v
+//   int8 asym   [0,255]      q              q - 128    (bias 128) s * v + offset
+//   int4 sym    [-8,7]       q + 8 (nib)    q          (bias 8)   s * v
+//   int4 asym   [0,15]       q (nibble)     q          (bias 0)   s * v + offset
+//
+// Activations are signed: xq in [-127, 127]. Per group j and column n every kernel forms
+// the same exact integer and the same float sums:
+//     C   = sum_k xq[k] * v[k]                            (int32)
+//     y  += float(C) * scale[n][j]  (+ float(xsum[m][j]) * offset[n][j])
 //     finally y *= a[m]  (the activation's row scale)
-// where comp = 128 * sum_k operand[k] and xsum = sum_k xq[k] over the group. The
-// weight a column's group stands for is
+// where xsum = sum_k xq[k] over the group (computed when the activation is quantized).
+// vpdpbusd / tdpbsud multiply the u8 operand by the s8 activation:
+//     acc = sum_k operand[k] * xq[k] = C + bias * xsum   ->   C = acc - bias * xsum
+// a correction of the activation alone; the AVX2 kernels flip int8 operands to v itself
+// (operand ^ 0x80) and keep their exact signed sequence. |acc| <= 255 * 127 * g < 2^31
+// for g <= 65536 (kMaxGroup).
 //
-//   scheme      stored q     operand        weight w                  trailer
-//   int8 sym    [-127,127]   q              s * operand               scales, comp
-//   int8 asym   [0,255]      q - 128        s * operand + offset      scales, comp, offset
-//   int4 sym    [-8,7]       q + 8 (nib)    s * (operand - 8)         scales, comp (zc = -8)
-//   int4 asym   [0,15]       q (nibble)     s * operand + offset      scales, comp, offset
-//
-// so sum_k xq * w = s * C + offset * xsum. An integer zero point z gives
-// offset = s * (128 - z) (int8) or -s * z (int4); GGUF Q4_1 (w = d * n + m) gives
-// scale d and offset m exactly, with the nibble n as the operand.
+// Scales and offsets are IEEE f16, as GGUF's block scales are. qforge's own schemes round
+// the scale to f16 once and quantize against the rounded scale; an integer zero point z
+// gives offset = f16(s * (128 - z)) (int8) or f16(-s * z) (int4); GGUF Q4_1
+// (w = d * n + m) gives scale d and offset m exactly, with the nibble n as the operand.
 //
 // Interleaved pairs (SwiGLU): panel 2p holds gate columns 16p.., panel 2p+1 the up
 // columns 16p..; the kernel emits silu(gate) * up for the N outputs.
@@ -52,12 +60,19 @@ inline constexpr int kQuadK = 4;              // k per VNNI quad
 inline constexpr int kRowBytes = 64;          // one packed row = 16 columns x 4 bytes
 inline constexpr int kPerChannelKAlign = 64;  // per-channel Kp: multiple of 64 (AMX K tile)
 inline constexpr std::uint32_t kPackedMagic = 0x4b504651;  // "QFPK"
-inline constexpr std::uint16_t kPackedLayoutVersion = 2;   // 2: asymmetric offsets are f32
+// 3: f16 scales and offsets, unsigned weight operands, no compensation sums.
+inline constexpr std::uint16_t kPackedLayoutVersion = 3;
 
-// Byte offsets inside a group's trailer.
+// Byte offsets inside a group's trailer (16 f16 values each).
 inline constexpr int kTrailerScales = 0;
-inline constexpr int kTrailerComp = 64;
-inline constexpr int kTrailerOffset = 128;  // asymmetric only
+inline constexpr int kTrailerOffset = 32;  // asymmetric only
+inline constexpr int kTrailerBytesSymmetric = 32;
+inline constexpr int kTrailerBytesAsymmetric = 64;
+
+// The bias of the operand encoding (v = operand - bias, table above).
+constexpr int operand_bias(int bits, bool asymmetric) {
+  return bits == 8 ? 128 : (asymmetric ? 0 : 8);
+}
 
 // Self-describing header: everything needed to walk the buffer. 64 bytes, stored
 // beside the data (and first in a serialized blob).
@@ -78,13 +93,14 @@ struct PackedHeader {
 };
 static_assert(sizeof(PackedHeader) == 64, "PackedHeader must stay one cache line");
 
-// Size arithmetic derived from a header. All sizes are multiples of 64 bytes.
+// Size arithmetic derived from a header. Group and panel sizes are multiples of 32 bytes;
+// the buffer is 64-byte aligned.
 struct PackedGeometry {
   std::int64_t panels = 0;
   std::int64_t groups = 0;          // groups per panel = Kp / g
   std::int64_t rows_per_group = 0;  // 64-byte rows of quantized data per group
   std::int64_t group_data_bytes = 0;
-  std::int64_t trailer_bytes = 0;  // 128 sym, 192 asym
+  std::int64_t trailer_bytes = 0;  // 32 sym, 64 asym
   std::int64_t group_bytes = 0;    // data + trailer
   std::int64_t panel_bytes = 0;
   std::int64_t total_bytes = 0;

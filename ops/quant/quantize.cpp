@@ -6,6 +6,7 @@
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/base/error.h"
+#include "jit/base/half_float.h"
 #include "ops/quant/packed_layout.h"
 
 namespace qforge {
@@ -20,15 +21,29 @@ GroupParams choose_group_params(const float* values, std::int64_t count, int bit
   return group_params_from_range(lo, hi, bits, asymmetric);
 }
 
+float round_scale_to_f16(float scale) {
+  constexpr float kLargestF16 = 65504.f;
+  // Non-finite weights make a non-finite scale; the callers name the weight.
+  if (!std::isfinite(scale)) return scale;
+  QF_REQUIRE(scale <= kLargestF16, "quantize: a group needs the scale ", scale,
+             ", beyond the f16 scales of the packed layout (at most ", kLargestF16,
+             "; |w| up to 65504 x the q range)");
+  std::uint16_t half = f32_to_f16(scale);
+  // Up, never down: |w| / s then stays within the q range, and the error within s / 2.
+  // Positive f16 bit patterns are ordered like their values.
+  if (f16_to_f32(half) < scale) ++half;
+  return f16_to_f32(half);
+}
+
 GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric) {
   GroupParams p;
   if (!asymmetric) {
     const float max_abs = std::max(-lo, hi);
-    p.scale = max_abs / (bits == 8 ? 127.f : 7.f);
+    p.scale = round_scale_to_f16(max_abs / (bits == 8 ? 127.f : 7.f));
     return p;
   }
   const int q_max = bits == 8 ? 255 : 15;
-  p.scale = (hi - lo) / static_cast<float>(q_max);
+  p.scale = round_scale_to_f16((hi - lo) / static_cast<float>(q_max));
   if (p.scale > 0.f)
     p.zero_point = static_cast<int>(std::clamp(std::round(-lo / p.scale), 0.f, float(q_max)));
   return p;
@@ -36,7 +51,10 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
 
 float asymmetric_offset(const GroupParams& p, int bits) {
   const int zero_coef = bits == 8 ? 128 - p.zero_point : -p.zero_point;
-  return p.scale * static_cast<float>(zero_coef) + p.offset;
+  const float offset = p.scale * static_cast<float>(zero_coef) + p.offset;
+  QF_REQUIRE(std::fabs(offset) <= 65504.f, "quantize: an asymmetric group needs the offset ",
+             offset, ", beyond the f16 offsets of the packed layout (at most 65504)");
+  return f16_to_f32(f32_to_f16(offset));
 }
 
 int quantize_value(float value, const GroupParams& p, int bits, bool asymmetric) {
@@ -109,12 +127,21 @@ QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::in
 
 std::vector<float> dequantize(const QuantizedTensor& t) {
   std::vector<float> w(t.n * t.k);
+  const int bits = t.scheme.bits;
+  const bool asym = t.scheme.asymmetric;
+  // Symmetric: w = s * q. Asymmetric, as the packed layout holds it: w = s * v + offset
+  // with v = q - 128 (int8) or q (int4) and the f16 offset of asymmetric_offset().
+  const int v_shift = asym && bits == 8 ? 128 : 0;
   for (std::int64_t r = 0; r < t.n; ++r)
     for (std::int64_t c = 0; c < t.k; ++c) {
       const std::int64_t g = r * t.groups() + c / t.group;
-      const float offset = t.offsets.empty() ? 0.f : t.offsets[g];
-      w[r * t.k + c] =
-          t.scales[g] * static_cast<float>(t.q[r * t.k_padded + c] - t.zero_points[g]) + offset;
+      const float v = static_cast<float>(t.q[r * t.k_padded + c] - v_shift);
+      if (!asym) {
+        w[r * t.k + c] = t.scales[g] * v;
+        continue;
+      }
+      const GroupParams p{t.scales[g], t.zero_points[g], t.offsets.empty() ? 0.f : t.offsets[g]};
+      w[r * t.k + c] = t.scales[g] * v + asymmetric_offset(p, bits);
     }
   return w;
 }

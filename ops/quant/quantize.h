@@ -5,6 +5,8 @@
 //              q = clamp(round(w / s) + z, 0, 255)          (w ~ s * (q - z))
 //   int4 sym : s = max|w| / 7,    q = clamp(round(w / s), -8, 7)
 //   int4 asym: s = (max - min) / 15, z in [0, 15], q in [0, 15]
+// The scale is rounded up to an f16 (the packed layout stores f16; a scale past 65504
+// is an error) and q is computed against the rounded scale.
 // round = half away from zero (std::round). The asymmetric range is widened to include
 // 0 (min <= 0 <= max) so that z fits and zero is exact. A group whose scale is 0 (all
 // zeros, or values so small the scale underflows) gets q = 0 (z = 0).
@@ -23,12 +25,16 @@ struct GroupParams {
   int zero_point = 0;  // 0 for symmetric schemes
   float offset = 0.f;  // int4 asymmetric with a float minimum (GGUF Q4_1): w = scale * q + offset
 };
-// The float term an asymmetric group's weights carry beside scale * operand (see
-// ops/quant/packed_layout.h): scale * (128 - z) for int8, -scale * z + offset for int4.
+// The float term an asymmetric group's weights carry beside scale * v (see
+// ops/quant/packed_layout.h): scale * (128 - z) for int8, -scale * z + offset for int4,
+// rounded to f16 as the packed layout stores it.
 float asymmetric_offset(const GroupParams& params, int bits);
 
 // Computes the scale (and zero point) of `count` values under `scheme`'s bits/symmetry.
 GroupParams choose_group_params(const float* values, std::int64_t count, int bits, bool asymmetric);
+// A scale as the packed layout stores it: the nearest f16 at or above it (throws beyond
+// 65504).
+float round_scale_to_f16(float scale);
 // The parameters for values spanning [lo, hi] (lo <= 0 <= hi).
 GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric);
 // Round half away from zero (std::round): the one rounding rule of qforge.
@@ -58,7 +64,9 @@ struct QuantizedTensor {
 // finite: NaN/Inf is an error naming the row and column).
 QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
                                    const QuantScheme& scheme);
-// w ~ s * (q - z) (+ offset), N x K (padding dropped).
+// The weights the packed layout holds, N x K (padding dropped): s * q (symmetric), or
+// s * v + f16 offset (asymmetric: packed_layout.h), which is s * (q - z) (+ offset) up to
+// the offset's f16 rounding.
 std::vector<float> dequantize(const QuantizedTensor& tensor);
 
 // Checks that `count` floats are finite; throws naming `what` and the index otherwise.

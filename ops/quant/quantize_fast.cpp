@@ -45,16 +45,13 @@ __attribute__((target("avx2"))) bool min_max_avx2(const float* v, std::int64_t c
   return finite;
 }
 
-// operands[i] = clamp(round_half_away(v[i] / s) + z, q_min, q_max) + offset, as bytes;
-// returns their sum.
-__attribute__((target("avx2"))) std::int32_t quantize_avx2(const float* v, std::int64_t count,
-                                                           float scale, float zero, float q_min,
-                                                           float q_max, int offset,
-                                                           std::int8_t* operands) {
+// operands[i] = clamp(round_half_away(v[i] / s) + z, q_min, q_max) + offset, as u8.
+__attribute__((target("avx2"))) void quantize_avx2(const float* v, std::int64_t count, float scale,
+                                                   float zero, float q_min, float q_max, int offset,
+                                                   std::uint8_t* operands) {
   const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zero);
   const __m256 lo = _mm256_set1_ps(q_min), hi = _mm256_set1_ps(q_max);
   const __m256i off = _mm256_set1_epi32(offset);
-  __m256i sum = _mm256_setzero_si256();
   std::int64_t i = 0;
   for (; i + 8 <= count; i += 8) {
     const __m256 x = _mm256_div_ps(_mm256_loadu_ps(v + i), s);
@@ -64,23 +61,16 @@ __attribute__((target("avx2"))) std::int32_t quantize_avx2(const float* v, std::
         _mm256_round_ps(_mm256_add_ps(f, f), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 r = _mm256_add_ps(_mm256_add_ps(t, step), z);
     const __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)),
-                                       off);  // in int8 range
-    sum = _mm256_add_epi32(sum, n);
+                                       off);  // in [0, 255]
     const __m128i words =
         _mm_packs_epi32(_mm256_castsi256_si128(n), _mm256_extracti128_si256(n, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(operands + i), _mm_packs_epi16(words, words));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(operands + i), _mm_packus_epi16(words, words));
   }
-  std::int32_t lanes[8];
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), sum);
-  std::int32_t total = 0;
-  for (const std::int32_t lane : lanes) total += lane;
   for (; i < count; ++i) {
     const float r = round_half_away_scalar(v[i] / scale) + zero;
     const int operand = static_cast<int>(std::clamp(r, q_min, q_max)) + offset;
-    operands[i] = static_cast<std::int8_t>(operand);
-    total += operand;
+    operands[i] = static_cast<std::uint8_t>(operand);
   }
-  return total;
 }
 
 }  // namespace
@@ -98,25 +88,21 @@ GroupParams choose_group_params_fast(const float* values, std::int64_t count, in
   return group_params_from_range(lo, hi, bits, asymmetric);
 }
 
-std::int32_t quantize_operands_fast(const float* values, std::int64_t count, std::int64_t group,
-                                    const GroupParams& p, int bits, bool asymmetric, int offset,
-                                    std::int8_t* operands) {
-  std::int32_t sum = 0;
+void quantize_operands_fast(const float* values, std::int64_t count, std::int64_t group,
+                            const GroupParams& p, int bits, bool asymmetric, int offset,
+                            std::uint8_t* operands) {
   if (!use_avx2() || p.scale == 0.f) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      const int operand = quantize_value(values[i], p, bits, asymmetric) + offset;
-      operands[i] = static_cast<std::int8_t>(operand);
-      sum += operand;
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      operands[i] =
+          static_cast<std::uint8_t>(quantize_value(values[i], p, bits, asymmetric) + offset);
   } else {
     const float q_min = asymmetric ? 0.f : (bits == 8 ? -127.f : -8.f);
     const float q_max = bits == 8 ? (asymmetric ? 255.f : 127.f) : (asymmetric ? 15.f : 7.f);
-    sum = quantize_avx2(values, count, p.scale, asymmetric ? float(p.zero_point) : 0.f, q_min,
-                        q_max, offset, operands);
+    quantize_avx2(values, count, p.scale, asymmetric ? float(p.zero_point) : 0.f, q_min, q_max,
+                  offset, operands);
   }
   const int padding = quantize_value(0.f, p, bits, asymmetric) + offset;
-  std::fill(operands + count, operands + group, static_cast<std::int8_t>(padding));
-  return sum + padding * static_cast<std::int32_t>(group - count);
+  std::fill(operands + count, operands + group, static_cast<std::uint8_t>(padding));
 }
 
 }  // namespace qforge

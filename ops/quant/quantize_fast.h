@@ -17,10 +17,10 @@ GroupParams choose_group_params_fast(const float* values, std::int64_t count, in
 
 // The packed operand bytes of one group:
 //   operands[i] = quantize_value(i < count ? values[i] : 0, params) + offset,  i in [0, group)
-// with offset = operand_of(0, bits, asymmetric) (ops/quant/pack.h); returns their sum,
-// which the group's compensation term needs.
-std::int32_t quantize_operands_fast(const float* values, std::int64_t count, std::int64_t group,
-                                    const GroupParams& params, int bits, bool asymmetric,
-                                    int offset, std::int8_t* operands);
+// with offset = operand_of(0, bits, asymmetric) (ops/quant/pack.h), so every byte is in
+// [0, 255].
+void quantize_operands_fast(const float* values, std::int64_t count, std::int64_t group,
+                            const GroupParams& params, int bits, bool asymmetric, int offset,
+                            std::uint8_t* operands);
 
 }  // namespace qforge

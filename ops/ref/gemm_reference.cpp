@@ -10,19 +10,6 @@
 namespace qforge {
 namespace {
 
-std::int32_t load_i32(const std::uint8_t* p) {
-  std::int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-// The signed operand of column lane c, element i of a group.
-int operand_at(const std::uint8_t* group, int bits, int lane, std::int64_t i) {
-  if (bits == 8) return static_cast<std::int8_t>(group[(i / 4) * kRowBytes + lane * 4 + i % 4]);
-  const std::uint8_t byte = group[(i / 8) * kRowBytes + lane * 4 + i % 4];
-  return (i % 8) < 4 ? (byte & 0xf) : (byte >> 4);
-}
-
 void check_shapes(const PackedWeights& w, const QuantizedActivations& x) {
   QF_REQUIRE(x.k == w.k() && x.k_padded == w.header.k_padded && x.group == w.header.group,
              "gemm: activations (K ", x.k, ", Kp ", x.k_padded, ", g ", x.group,
@@ -30,20 +17,17 @@ void check_shapes(const PackedWeights& w, const QuantizedActivations& x) {
              w.header.group, ")");
 }
 
-// Corrected group sum C for row m, packed panel `panel`, lane c, group j.
+// Group sum C = sum_k xq * v for row m, packed panel `panel`, lane c, group j, where
+// v = operand - bias is the signed value the operand stands for (packed_layout.h).
 std::int32_t corrected_sum(const PackedWeights& w, const QuantizedActivations& x, std::int64_t m,
                            std::int64_t panel, int lane, std::int64_t j) {
-  const PackedGeometry& geo = w.geometry;
   const std::int64_t g = w.header.group;
-  const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
-  const std::uint8_t* trailer = group + geo.group_data_bytes;
-  // sum of xq * operand, as a VNNI kernel gets it: sum of xu * operand - comp
-  std::int32_t acc = 0;
+  const std::uint8_t* group = w.panel(panel) + j * w.geometry.group_bytes;
+  const int bias = operand_bias(w.bits(), w.asymmetric());
+  std::int32_t sum = 0;
   for (std::int64_t i = 0; i < g; ++i)
-    acc += (x.value(m, j * g + i) + 128) * operand_at(group, w.bits(), lane, i);
-  const std::int32_t comp = load_i32(trailer + kTrailerComp + 4 * lane);
-  const std::int32_t zc = w.asymmetric() ? 0 : symmetric_zero_coef(w.bits());
-  return acc - comp + zc * x.sums(m)[j];
+    sum += x.value(m, j * g + i) * (packed_operand(group, w.bits(), lane, i) - bias);
+  return sum;
 }
 
 // y before the epilogue for row m, packed panel, lane.
@@ -53,14 +37,10 @@ float dequantized_output(const PackedWeights& w, const QuantizedActivations& x, 
   float y = 0.f;
   for (std::int64_t j = 0; j < geo.groups; ++j) {
     const std::uint8_t* trailer = w.panel(panel) + j * geo.group_bytes + geo.group_data_bytes;
-    float scale;
-    std::memcpy(&scale, trailer + kTrailerScales + 4 * lane, 4);
+    const float scale = group_scale(trailer, lane);
     y = std::fma(static_cast<float>(corrected_sum(w, x, m, panel, lane, j)), scale, y);
-    if (w.asymmetric()) {
-      float offset;
-      std::memcpy(&offset, trailer + kTrailerOffset + 4 * lane, 4);
-      y = std::fma(static_cast<float>(x.sums(m)[j]), offset, y);
-    }
+    if (w.asymmetric())
+      y = std::fma(static_cast<float>(x.sums(m)[j]), group_offset(trailer, lane), y);
   }
   return y * x.scale[m];
 }

@@ -2,8 +2,7 @@
 // integer semantics of DESIGN.md and the epilogues of jit/kernel/epilogue.h.
 //
 // For row m, output column n (within its half for an interleaved pair) and group j:
-//   acc = sum_k xu[m][k] * operand[n][k]             (int32; no overflow for g <= 65536)
-//   C   = acc - comp[n][j] + zc * xsum[m][j]         (int32, exact; zc = -8 int4 sym, else 0)
+//   C   = sum_k xq[m][k] * (operand[n][k] - bias)    (int32, exact; bias per packed_layout.h)
 //   y   = fma(float(C), scale[n][j], y)              (float, groups in order from y = 0)
 //   y   = fma(float(xsum[m][j]), offset[n][j], y)    (asymmetric only)
 //   y  *= a[m]

@@ -93,8 +93,7 @@ TEST_F(AmxDispatch, AmxAndZmmOutputsAreBitIdentical) {
       ASSERT_TRUE(layer.uses_amx());
       const auto x = test::random_floats(m * k, 5, 1.f), bias = test::random_floats(n, 6, 1.f);
       QuantizedActivations xq;
-      prepare_activations(xq, m, k, layer.weights().header.k_padded, layer.weights().header.group,
-                          layer.activation_form());
+      prepare_activations(xq, m, k, layer.weights().header.k_padded, layer.weights().header.group);
       quantize_activations(x.data(), k, xq);
       ThreadPool pool(1);
       auto run = [&](std::int64_t threshold) {
@@ -130,8 +129,7 @@ TEST_F(AmxDispatch, ForwardMatchesTheReferenceOnBothSides) {
     const auto x = test::random_floats(m * k, m, 1.f);
     const auto residual = test::random_floats(m * n, m + 1, 1.f);
     QuantizedActivations xq;
-    prepare_activations(xq, m, k, layer.weights().header.k_padded, layer.weights().header.group,
-                        layer.activation_form());
+    prepare_activations(xq, m, k, layer.weights().header.k_padded, layer.weights().header.group);
     quantize_activations(x.data(), k, xq);
     EpilogueArgs args;
     args.residual = residual.data();

@@ -80,7 +80,7 @@ TEST(DumpAsm, AmxShowsTileConfigurationAndTileInstructions) {
        {"gemm_u8s8_amx_n64_k256_g128_w8s_ml_32x2u1_deq-f32", "; tile cfg   M 20 -> R 20: palette 1",
         "tmm0 C 16 rows x 64 colsb", "tmm2 C 4 rows x 64 colsb", "tmm5 A 4 rows x 64 colsb",
         "tmm7 B 16 rows x 64 colsb", "; ---- tile configuration ----", "sttilecfg ", "ldtilecfg ",
-        "tileloadd tmm4, ", "tileloadd tmm6, ", "tdpbusd tmm3, tmm5, tmm7", "tilestored ",
+        "tileloadd tmm4, ", "tileloadd tmm6, ", "tdpbsud tmm3, tmm5, tmm7", "tilestored ",
         "tilezero tmm0", ": K loop ----", ": group dequant ----", ": epilogue ----"})
     EXPECT_TRUE(contains(r.output, part)) << part << "\n" << r.output;
   EXPECT_FALSE(contains(r.output, "; registers")) << r.output;
@@ -92,7 +92,7 @@ TEST(DumpAsm, AmxInt4UnpacksNibblesAndDefaultsToAFullBlock) {
   EXPECT_TRUE(contains(r.output, "M 32 -> R 32")) << r.output;
   EXPECT_TRUE(contains(r.output, "tmm5 A 16 rows x 64 colsb")) << r.output;
   EXPECT_TRUE(contains(r.output, "vpsrlw zmm")) << r.output;
-  EXPECT_TRUE(contains(r.output, "tdpbusd")) << r.output;
+  EXPECT_TRUE(contains(r.output, "tdpbsud")) << r.output;
 }
 
 TEST(DumpAsm, ListingCarriesMarksKeyAndBlocking) {

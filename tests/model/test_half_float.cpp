@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "model/half_float.h"
+#include "jit/base/half_float.h"
 
 namespace qforge {
 namespace {

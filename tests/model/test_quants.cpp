@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "jit/base/half_float.h"
 #include "model/ggml_quants.h"
-#include "model/half_float.h"
 #include "tests/model/model_test_util.h"
 
 namespace qforge {

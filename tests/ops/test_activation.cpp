@@ -27,7 +27,7 @@ TEST(Activation, FollowsTheDefinition) {
     for (std::int64_t i = 0; i < kp; ++i) {
       const int expected =
           i < k ? int(std::clamp(std::round(x[r * k + i] / q.scale[r]), -127.f, 127.f)) : 0;
-      EXPECT_EQ(int(q.row(r)[i]) - 128, expected) << r << "," << i;
+      EXPECT_EQ(int(q.row(r)[i]), expected) << r << "," << i;
       sums[i / g] += expected;
     }
     EXPECT_EQ(q.sums(r)[0], sums[0]);
@@ -58,42 +58,9 @@ TEST(Activation, VectorPathIsBitIdenticalToReference) {
     }
     EXPECT_EQ(fast.scale[1], 0.f);
     if (k > 1) {
-      EXPECT_EQ(int(fast.row(0)[1]) - 128, -99);  // -98.5 rounds away from zero
+      EXPECT_EQ(int(fast.row(0)[1]), -99);  // -98.5 rounds away from zero
     }
   }
-}
-
-// The signed form holds xq itself: the offset form's bytes minus 128, the same scales and
-// sums, on the vector path and the reference, padding included.
-TEST(Activation, SignedFormIsTheOffsetFormMinus128) {
-  for (std::int64_t k : {5, 64, 100}) {
-    const std::int64_t m = 3, kp = (k + 63) / 64 * 64, g = k == 100 ? 4 : kp;
-    auto x = test::random_floats(m * k, 50 + k, 1.f);
-    for (std::int64_t i = 0; i < k; ++i) x[2 * k + i] = 0.f;  // a zero row
-    QuantizedActivations offset, fast, ref;
-    prepare_activations(offset, m, k, kp, g);
-    prepare_activations(fast, m, k, kp, g, ActivationForm::signed_s8);
-    prepare_activations(ref, m, k, kp, g, ActivationForm::signed_s8);
-    quantize_activations(x.data(), k, offset);
-    quantize_activations(x.data(), k, fast);
-    quantize_activations_reference(x.data(), k, ref);
-    for (std::int64_t r = 0; r < m; ++r) {
-      EXPECT_EQ(fast.scale[r], offset.scale[r]);
-      EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0) << "K " << k << " row " << r;
-      for (std::int64_t i = 0; i < kp; ++i) {
-        ASSERT_EQ(int(static_cast<std::int8_t>(fast.row(r)[i])), int(offset.row(r)[i]) - 128)
-            << "K " << k << " row " << r << " i " << i;
-        ASSERT_EQ(fast.value(r, i), offset.value(r, i));
-      }
-      for (std::int64_t j = 0; j < kp / g; ++j) {
-        EXPECT_EQ(fast.sums(r)[j], offset.sums(r)[j]);
-        EXPECT_EQ(ref.sums(r)[j], offset.sums(r)[j]);
-      }
-    }
-  }
-  EXPECT_EQ(activation_form_of(Isa::avx2), ActivationForm::signed_s8);
-  EXPECT_EQ(activation_form_of(Isa::avx_vnni), ActivationForm::offset_u8);
-  EXPECT_EQ(activation_form_of(Isa::amx), ActivationForm::offset_u8);
 }
 
 TEST(Activation, RejectsNonFiniteAndBadShapes) {

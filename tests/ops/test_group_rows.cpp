@@ -19,9 +19,9 @@ TEST(GroupRows, VectorTransposeMatchesTheDefinition) {
     const int k_per_row = bits == 8 ? 4 : 8;
     for (const std::int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 16, 25, 512}) {
       const std::int64_t g = rows * k_per_row;
-      std::uniform_int_distribution<int> value(bits == 8 ? -128 : 0, bits == 8 ? 127 : 15);
-      std::vector<std::int8_t> operands(static_cast<std::size_t>(kPanelWidth * g));
-      for (auto& o : operands) o = static_cast<std::int8_t>(value(rng));
+      std::uniform_int_distribution<int> value(0, bits == 8 ? 255 : 15);
+      std::vector<std::uint8_t> operands(static_cast<std::size_t>(kPanelWidth * g));
+      for (auto& o : operands) o = static_cast<std::uint8_t>(value(rng));
       for (const int misalign : {0, 4}) {
         const std::size_t bytes = static_cast<std::size_t>(rows * kRowBytes) + misalign;
         AlignedBuffer<std::uint8_t> fast(bytes + 64), expected(bytes + 64);
@@ -34,7 +34,7 @@ TEST(GroupRows, VectorTransposeMatchesTheDefinition) {
         // The definition itself: row 0, column 1 holds that column's first operands.
         const std::uint8_t* row0 = expected.data() + misalign;
         if (bits == 8) {
-          EXPECT_EQ(static_cast<std::int8_t>(row0[4]), operands[static_cast<std::size_t>(g)]);
+          EXPECT_EQ(row0[4], operands[static_cast<std::size_t>(g)]);
         } else {
           EXPECT_EQ(row0[4], operands[static_cast<std::size_t>(g)] |
                                  operands[static_cast<std::size_t>(g + 4)] << 4);

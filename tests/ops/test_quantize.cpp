@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "jit/base/error.h"
 #include "ops/quant/quantize.h"
@@ -33,7 +34,14 @@ void expect_round_trip(const std::vector<float>& w, std::int64_t n, std::int64_t
       const float s = t.scales[gi];
       const float value = w[r * k + c];
       const int q = t.q[r * t.k_padded + c];
-      const double tolerance = s / 2.0 * (1 + 1e-5) + 1e-6 * std::fabs(value) + 256 * FLT_TRUE_MIN;
+      // Asymmetric weights carry an f16 offset: half an f16 ulp (2^-11 relative) more.
+      const double offset_rounding =
+          scheme.asymmetric
+              ? std::fabs(s * (scheme.bits == 8 ? 128 - t.zero_points[gi] : -t.zero_points[gi])) *
+                    0x1p-11
+              : 0.0;
+      const double tolerance =
+          s / 2.0 * (1 + 1e-5) + 1e-6 * std::fabs(value) + offset_rounding + 256 * FLT_TRUE_MIN;
       const double error = std::fabs(double(value) - double(back[r * k + c]));
       if ((error > tolerance || q < q_lo || q > q_hi) && failures++ < 5)
         ADD_FAILURE() << scheme_name << " on " << data_name << " [" << r << "][" << c << "]: w "
@@ -89,8 +97,17 @@ TEST(Quantize, RoundTripAdversarial) {
     for (std::int64_t i = 0; i < n * k; ++i) ties[i] = static_cast<float>(i % 17) - 8.f;
     expect_round_trip(ties, n, k, scheme, "integers (rounding ties)");
 
-    std::vector<float> huge = test::random_floats(n * k, 7, 1e36f);
-    expect_round_trip(huge, n, k, scheme, "huge");
+    // Scales and offsets are f16: a group's scale is at most 65504, so is an asymmetric
+    // group's offset (about its minimum).
+    std::vector<float> large = test::random_floats(n * k, 7, 1e4f);
+    expect_round_trip(large, n, k, scheme, "large");
+    const std::vector<float> huge = test::random_floats(n * k, 7, 1e36f);
+    try {
+      quantize_reference(huge.data(), n, k, parse_quant_scheme(scheme));
+      ADD_FAILURE() << scheme << ": a range beyond the f16 scales was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("f16"), std::string::npos) << e.what();
+    }
   }
 }
 

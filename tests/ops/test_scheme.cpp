@@ -38,26 +38,46 @@ TEST(PackedLayout, SizesFollowTheDesign) {
   EXPECT_EQ(h.group, 128);
   EXPECT_EQ(h.n_padded, 32);
   EXPECT_EQ(g.rows_per_group, 32);
-  EXPECT_EQ(g.group_bytes, 32 * 64 + 128);
-  EXPECT_EQ(g.total_bytes, 2 * (32 * 64 + 128));
-  // int4 g32 asym: K = 70 -> Kp = 96, 3 groups of 4 rows + 192-byte trailer.
+  EXPECT_EQ(g.group_bytes, 32 * 64 + 32);
+  EXPECT_EQ(g.total_bytes, 2 * (32 * 64 + 32));
+  // int4 g32 asym: K = 70 -> Kp = 96, 3 groups of 4 rows + 64-byte trailer.
   h = make_packed_header(16, 70, parse_quant_scheme("int4-g32-asym"));
   g = geometry_of(h);
   EXPECT_EQ(h.k_padded, 96);
   EXPECT_EQ(g.groups, 3);
   EXPECT_EQ(g.rows_per_group, 4);
-  EXPECT_EQ(g.panel_bytes, 3 * (4 * 64 + 192));
+  EXPECT_EQ(g.panel_bytes, 3 * (4 * 64 + 64));
   // Interleaved pair: both halves' panels.
   h = make_packed_header(20, 64, parse_quant_scheme("int8"), true);
   EXPECT_EQ(h.n_padded, 64);
   EXPECT_EQ(geometry_of(h).panels, 4);
-  // Every size is a multiple of a cache line.
+  // Every group starts 32-byte aligned (half a cache line).
   for (const char* s : {"int8", "int4", "int8-g36", "int4-g40-asym", "int8-tensor"})
     for (int k : {4, 12, 100, 4096}) {
       const PackedGeometry geo = geometry_of(make_packed_header(5, k, parse_quant_scheme(s)));
-      EXPECT_EQ(geo.group_bytes % 64, 0) << s << " K " << k;
+      EXPECT_EQ(geo.group_bytes % 32, 0) << s << " K " << k;
     }
   EXPECT_NO_THROW(validate(make_packed_header(33, 4096, parse_quant_scheme("int4-g128"))));
+}
+
+// Layout v3 costs what a GGUF block costs: at g32 exactly Q8_0 (34 bytes per 32 weights),
+// Q4_0 (18) and Q4_1 (20); any scheme at most bits / 8 + 2 / g bytes per weight
+// (+ 2 / g asymmetric), once K and N are whole panels and groups.
+TEST(PackedLayout, BytesPerWeightAreTheGgufBlocks) {
+  const std::int64_t n = 64, k = 4096, weights = n * k;
+  auto bytes_of = [&](const char* scheme) {
+    return geometry_of(make_packed_header(n, k, parse_quant_scheme(scheme))).total_bytes;
+  };
+  EXPECT_EQ(bytes_of("int8-g32"), weights / 32 * 34);
+  EXPECT_EQ(bytes_of("int4-g32"), weights / 32 * 18);
+  EXPECT_EQ(bytes_of("int4-g32-asym"), weights / 32 * 20);
+  for (const char* name : {"int8", "int8-asym", "int4", "int4-asym", "int8-g64", "int8-g128-asym",
+                           "int4-g64", "int4-g128", "int4-g256-asym", "int8-g256"}) {
+    const QuantScheme scheme = parse_quant_scheme(name);
+    const double g = scheme.granularity == Granularity::per_group ? scheme.group : double(k);
+    const double bound = scheme.bits / 8.0 + (scheme.asymmetric ? 4.0 : 2.0) / g;
+    EXPECT_LE(double(bytes_of(name)) / double(weights), bound) << name;
+  }
 }
 
 TEST(PackedLayout, RejectsBadShapes) {

@@ -54,8 +54,7 @@ std::string check_kernel(const KernelCase& c) {
   const PackedWeights packed = pack();
   const GemmKey key = key_for(c, packed.header);
   QuantizedActivations xq;
-  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group,
-                      activation_form_of(key.isa));
+  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
   quantize_activations(x.data(), k, xq);
 
   const std::shared_ptr<const GemmGenerator> generator = generate_kernel(key);
@@ -78,7 +77,7 @@ std::string check_kernel(const KernelCase& c) {
   if (!sums) gemm_reference(packed, xq, c.epilogue, args, want.data(), ldc);
 
   GemmCallArgs call;
-  call.a = xq.xu.data();
+  call.a = xq.xq.data();
   call.a_scale = xq.scale.data();
   call.a_sums = xq.group_sums.data();
   call.b = packed.data.data();

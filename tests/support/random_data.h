@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "jit/base/half_float.h"
 #include "ops/quant/quantize.h"
 
 namespace qforge::test {
@@ -36,7 +37,7 @@ inline QuantizedTensor random_quantized(std::int64_t n, std::int64_t k, const Qu
   const auto unit = random_uniform(t.scales.size(), seed + 11, -15.f, 0.f);
   t.offsets.resize(t.scales.size());
   for (std::size_t i = 0; i < t.offsets.size(); ++i) {
-    t.offsets[i] = unit[i] * t.scales[i];
+    t.offsets[i] = f16_to_f32(f32_to_f16(unit[i] * t.scales[i]));  // f16, as GGUF's minima
     t.zero_points[i] = 0;
   }
   return t;
