@@ -28,6 +28,7 @@
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
 #include "jit/tune/machine_limits.h"
+#include "model/model_file.h"
 #include "model/model_session.h"
 #include "model/perplexity.h"
 
@@ -223,6 +224,12 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   }
   for (const auto& r : rows)
     std::printf(
+        "%s decode reads %.1f MB per token; the file's tensors hold %.1f MB per token "
+        "(%.3fx)\n",
+        r["quant"].get<std::string>().c_str(), r["decode_bytes_per_token"].get<double>() / 1e6,
+        r["file_bytes_per_token"].get<double>() / 1e6, r["bytes_per_token_ratio"].get<double>());
+  for (const auto& r : rows)
+    std::printf(
         "%s read bandwidth: %.2f GB/s before its run, %.2f GB/s after (the better one "
         "is the bw ratio's limit)\n",
         r["quant"].get<std::string>().c_str(), r["read_gbps_before"].get<double>(),
@@ -247,11 +254,15 @@ void bench(Options o) {
   // One sample between consecutive children serves as the first one's "after" and the
   // next one's "before".
   double read_after = sample_read_bandwidth_gbps(threads);
+  const std::uint64_t file_bytes_per_token = open_model(o.model.model).bytes_per_token();
   for (const std::string& quant : o.quants) {
     const double read_before = read_after;
     nlohmann::json r = bench_in_child(o, quant, threads, applied.tuning);
     read_after = sample_read_bandwidth_gbps(threads);
     const double read_gbps = std::max(read_before, read_after);
+    r["file_bytes_per_token"] = file_bytes_per_token;
+    r["bytes_per_token_ratio"] =
+        r["decode_bytes_per_token"].get<double>() / double(file_bytes_per_token);
     r["read_gbps_before"] = read_before;
     r["read_gbps_after"] = read_after;
     const double gbps =

@@ -16,7 +16,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
                     "f32 | bf16 | int8 | int8-g<G>[-asym] | int4-g<G>[-asym] | native "
                     "(default: native for a quantized GGUF, else int8)");
   cmd->add_option("--lm-head", o.lm_head,
-                  "Classifier precision with int8/int4: int8 (default) | bf16 | f32");
+                  "Classifier precision with int8/int4: int8 (default) | bf16 | f32; a native "
+                  "run keeps the file's Q8_0/Q4_0/Q4_1 classifier unless int8 is given");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-isa", o.max_isa, "Cap the kernel ISA: " + valid_isa_names());

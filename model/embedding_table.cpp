@@ -6,6 +6,7 @@
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
+#include "model/ggml_quants.h"
 #include "ops/quant/quantize_fast.h"
 
 namespace qforge {
@@ -55,8 +56,27 @@ void EmbeddingTable::quantize_row(std::int64_t r, const float* values) {
   quantize_operands_fast(values, dim_, dim_, p, 8, false, /*offset=*/128, q_.data() + r * dim_);
 }
 
+EmbeddingTable EmbeddingTable::file_rows(GgmlType type, std::span<const std::byte> bytes,
+                                         std::int64_t rows, std::int64_t dim) {
+  EmbeddingTable table;
+  table.rows_ = rows;
+  table.dim_ = dim;
+  table.file_type_ = type;
+  table.file_row_bytes_ = ggml_row_bytes(type, static_cast<std::uint64_t>(dim));
+  QF_REQUIRE(bytes.size() == table.file_row_bytes_ * static_cast<std::uint64_t>(rows),
+             "embedding: ", bytes.size(), " bytes for ", rows, " rows of ", dim, " ",
+             ggml_type_name(type));
+  table.file_.assign(bytes.begin(), bytes.end());
+  return table;
+}
+
 void EmbeddingTable::lookup(std::int64_t token, float* out) const {
   QF_REQUIRE(token >= 0 && token < rows_, "embedding: token ", token, " outside [0, ", rows_, ")");
+  if (!file_.empty()) {
+    const std::span<const std::byte> row(file_.data() + token * file_row_bytes_, file_row_bytes_);
+    dequantize_row(file_type_, row, std::span<float>(out, static_cast<std::size_t>(dim_)));
+    return;
+  }
   if (q_.empty()) {
     std::memcpy(out, f32_.data() + token * dim_, std::size_t(dim_) * sizeof(float));
     return;
@@ -67,10 +87,11 @@ void EmbeddingTable::lookup(std::int64_t token, float* out) const {
 }
 
 std::uint64_t EmbeddingTable::bytes() const {
-  return f32_.size() * sizeof(float) + q_.size() + scales_.size() * sizeof(float);
+  return f32_.size() * sizeof(float) + q_.size() + scales_.size() * sizeof(float) + file_.size();
 }
 
 std::uint64_t EmbeddingTable::row_bytes() const {
+  if (!file_.empty()) return file_row_bytes_;
   return q_.empty() ? std::uint64_t(dim_) * sizeof(float) : std::uint64_t(dim_) + sizeof(float);
 }
 

@@ -3,13 +3,18 @@
 //   f32   rows[token][0..dim)                              exact
 //   int8  q[token][0..dim), scale[token]                   x = scale * q,
 //                                                          scale = max|row| / 127
+//   file  the file's own rows in their ggml type           x = ggml's decode, exact
+//         (Q8_0 / Q4_0 / Q4_1 blocks)
 // A quantized model keeps the int8 form (a quarter of the memory; llama.cpp keeps its
-// quantized token_embd the same way); an f32 / bf16 model keeps f32.
+// quantized token_embd the same way), a native run of a quantized file the file's form;
+// an f32 / bf16 model keeps f32.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "model/gguf_types.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
@@ -23,6 +28,10 @@ class EmbeddingTable {
   // `threads` threads call concurrently for disjoint rows.
   static EmbeddingTable int8_from_rows(std::int64_t rows, std::int64_t dim, const RowSource& source,
                                        int threads);
+
+  // The file's rows of `type` (rows x row_bytes bytes), copied and kept as they are.
+  static EmbeddingTable file_rows(GgmlType type, std::span<const std::byte> bytes,
+                                  std::int64_t rows, std::int64_t dim);
 
   // Writes row `token` (dim floats) to `out`.
   void lookup(std::int64_t token, float* out) const;
@@ -41,6 +50,9 @@ class EmbeddingTable {
   std::vector<float> f32_;
   std::vector<std::uint8_t> q_;  // q + 128 (the packed layout's int8 operand)
   std::vector<float> scales_;
+  std::vector<std::byte> file_;  // file rows of type file_type_
+  GgmlType file_type_ = GgmlType::F32;
+  std::uint64_t file_row_bytes_ = 0;
 };
 
 }  // namespace qforge

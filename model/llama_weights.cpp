@@ -142,7 +142,9 @@ class LayerBuilder {
     std::int64_t n = 0;
     for (const TensorView* t : tensors) n += t->rows;
     const bool dense = !precision_.quantized || (classifier && precision_.lm_head_dense);
-    if (!dense && precision_.native && !classifier && all_native(tensors))
+    // A native run keeps the file's classifier too, unless --lm-head int8 asks otherwise.
+    const bool native = precision_.native && !(classifier && precision_.lm_head_int8);
+    if (!dense && native && all_native(tensors))
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion);
     const QuantScheme scheme = classifier ? kPerChannelInt8 : precision_.scheme;
@@ -210,6 +212,7 @@ Precision parse_precision(std::string_view quant, std::string_view lm_head) {
   } else {
     QF_REQUIRE(lm_head.empty() || lm_head == "int8", "--lm-head: '", lm_head,
                "' is not one of int8, f32, bf16");
+    precision.lm_head_int8 = lm_head == "int8";
   }
   return precision;
 }
@@ -283,10 +286,14 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   out.precision = precision;
   // The embedding first: a quantized model keeps int8 rows, so the f32 copy goes now.
   const TensorView& embedding = model.tensor("token_embd.weight");
-  out.embedding =
-      precision.quantized
-          ? EmbeddingTable::int8_from_rows(c.vocab_size, c.dim, stacked_rows({&embedding}), threads)
-          : EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
+  if (precision.quantized && precision.native && all_native({&embedding}))
+    out.embedding = EmbeddingTable::file_rows(
+        embedding.type, std::span(embedding.data, embedding.byte_size), c.vocab_size, c.dim);
+  else
+    out.embedding = precision.quantized
+                        ? EmbeddingTable::int8_from_rows(c.vocab_size, c.dim,
+                                                         stacked_rows({&embedding}), threads)
+                        : EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
   release_pages(model.tensor("token_embd.weight"));
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
   const LayerBuilder build(precision, threads);

@@ -42,6 +42,7 @@ struct Precision {
   QuantScheme scheme;                // the linear layers' scheme when quantized
   bool native = false;  // quantized: keep a GGUF file's Q8_0 / Q4_0 / Q4_1 tensors as they are
   bool lm_head_dense = false;  // quantized model: classifier dense (type `dense`)
+  bool lm_head_int8 = false;   // --lm-head int8: int8 per-channel even in a native run
 };
 
 // "f32" | "bf16" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" | "native" | "" (=

@@ -160,6 +160,15 @@ void ModelFile::check_shapes() const {
   }
 }
 
+std::uint64_t ModelFile::bytes_per_token() const {
+  std::uint64_t bytes = 0;
+  for (const TensorView& t : tensors_) bytes += t.byte_size;
+  const TensorView* embedding = find_tensor("token_embd.weight");
+  if (embedding && &classifier() != embedding)
+    bytes = bytes - embedding->byte_size + embedding->row_bytes();
+  return bytes;
+}
+
 const TensorView* ModelFile::find_tensor(std::string_view name) const {
   const auto it = index_.find(name);
   return it == index_.end() ? nullptr : &tensors_[it->second];

@@ -73,6 +73,9 @@ class ModelFile {
   const TensorView& layer_tensor(int layer, std::string_view role) const;
   // output.weight, or token_embd.weight when the classifier is tied.
   const TensorView& classifier() const;
+  // What one decode step reads of the file's own tensors: all their bytes, less the
+  // token-embedding table plus one row of it (unless the classifier is that table).
+  std::uint64_t bytes_per_token() const;
 
   // The GGUF file (metadata, tokenizer); nullptr for llama2.c checkpoints.
   const GgufReader* gguf() const { return gguf_.get(); }

@@ -114,6 +114,35 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
   EXPECT_LT(records[2]["weight_bytes"], records[1]["weight_bytes"]);
 }
 
+// Layout v3 reads no more per decode step than the file holds: a native run of Q8_0, Q4_0
+// and Q4_1 files (the classifier kept native too) against the file's own tensor bytes,
+// counted here from the GGUF's tensor infos by ggml's block sizes.
+TEST(Bench, NativeDecodeReadsNoMoreThanTheFileHolds) {
+  for (const char* type : {"q8_0", "q4_0", "q4_1"}) {
+    const std::string path = temp_path(std::string("bytes_") + type + ".gguf");
+    const auto made = test::run_command(
+        kQforge +
+        " synth --preset dim=128,hidden=352,layers=2,heads=4,kv-heads=2,vocab=320 --type " + type +
+        " -o " + path);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+    const auto r = test::run_command(kQforge + " bench -m " + path +
+                                     " --quant native -p 4 -n 2 -r 1 -t 1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<nlohmann::json> records = json_lines(r.output);
+    ASSERT_EQ(records.size(), 1u) << r.output;
+    // Per 32 weights: Q8_0 34 bytes, Q4_0 18, Q4_1 20; norms f32; embedding one Q row.
+    const double block = std::string(type) == "q8_0" ? 34 : std::string(type) == "q4_0" ? 18 : 20;
+    const double dim = 128, hidden = 352, layers = 2, kv_dim = 64, vocab = 320;
+    const double linear =
+        layers * (dim * (dim + 2 * kv_dim) + dim * dim + 3 * dim * hidden) + vocab * dim;
+    const double file = linear / 32 * block + (2 * layers + 1) * dim * 4 + dim / 32 * block;
+    EXPECT_EQ(records[0]["file_bytes_per_token"].get<double>(), file) << type;
+    EXPECT_LE(records[0]["decode_bytes_per_token"].get<double>(), file) << type;
+    EXPECT_LE(records[0]["bytes_per_token_ratio"].get<double>(), 1.0) << type;
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(Bench, TableReportsPerplexityAndSpeedUpOverF32) {
   const auto r = test::run_command(kQforge + " bench -m " + stories() +
                                    " --quant f32,int8 -p 8 -n 4 -r 1 -t 1 -f " + eval_text());

@@ -13,6 +13,7 @@
 #include "model/llama_executor.h"
 #include "model/model_loader.h"
 #include "ops/linear/quantized_linear.h"
+#include "tests/support/isa_cap.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/random_data.h"
 
@@ -101,6 +102,8 @@ TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
 // The call policies change speed only: with the GEMV/GEMM threshold at 2 or 9 and large
 // calls split by rows, every M gives the same bytes as the defaults.
 TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
+  // The vector kernels' tuning: no AMX keys on AMX hosts either.
+  const test::ScopedIsaCap cap(Isa::avx512_vnni);
   const std::int64_t n = 176, k = 256;
   const int threads = 2;
   ThreadPool pool(threads);
@@ -178,6 +181,8 @@ std::vector<float> logits(const std::string& path, const std::string& quant, int
 }
 
 TEST(TunedResults, ModelLogitsAreIdenticalWithAndWithoutTuning) {
+  // The vector kernels' tuning: no AMX keys on AMX hosts either.
+  const test::ScopedIsaCap cap(Isa::avx512_vnni);
   const std::string path = test::model_path("stories260K/stories260K.gguf");
   for (const char* quant : {"int8", "int4-g32"})
     for (int threads : {1, 2}) {

@@ -20,6 +20,7 @@
 #include "ops/linear/quantized_linear.h"
 #include "ops/quant/pack.h"
 #include "tests/model/model_test_util.h"
+#include "tests/support/isa_cap.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/run_command.h"
 
@@ -37,6 +38,8 @@ std::vector<GemmKey> model_keys(const std::string& quant) {
 }
 
 TEST(Tuner, TinyBudgetWritesADatabaseThisCpuAccepts) {
+  // The vector kernels' tuning: no AMX keys on AMX hosts either.
+  const test::ScopedIsaCap cap(Isa::avx512_vnni);
   const std::vector<GemmKey> keys = model_keys("int4-g32");
   TunerOptions options;
   options.threads = 1;
@@ -83,6 +86,8 @@ TEST(Tuner, TinyBudgetWritesADatabaseThisCpuAccepts) {
 // On two threads the tuner also decides how calls are made: the small-M task writes the
 // GEMV/GEMM threshold, the large-M task the thread split, and the report shows both.
 TEST(Tuner, TwoThreadsDecideTheCallPolicies) {
+  // The vector kernels' tuning: no AMX keys on AMX hosts either.
+  const test::ScopedIsaCap cap(Isa::avx512_vnni);
   clear_tuning();
   const std::int64_t n = 512, k = 512;
   const auto w = std::vector<float>(n * k, 0.01f);
@@ -185,7 +190,8 @@ test::CommandResult qforge(const std::string& arguments) {
 TEST(TuneCommand, WritesTheDatabaseTableAndChart) {
   test::ScratchDir dir;
   const std::string db = dir.file("tuning/db.json"), svg = dir.file("chart.svg");
-  const auto result = qforge("tune -m " + model() + " -t 1 --budget-seconds 6 --m 1,8 --out " + db +
+  const auto result = qforge("tune -m " + model() +
+                             " -t 1 --max-isa avx512-vnni --budget-seconds 6 --m 1,8 --out " + db +
                              " --svg " + svg);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("speed-up"), std::string::npos) << result.output;
