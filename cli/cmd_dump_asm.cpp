@@ -130,8 +130,8 @@ GemmKey key_of_options(const Options& o) {
   QF_REQUIRE(o.k > 0, "--k must be positive, got ", o.k);
   QF_REQUIRE(o.m > 0, "--m must be positive, got ", o.m);
   const Isa isa = parse_isa_option(o.isa);
-  QF_REQUIRE(isa != Isa::amx || o.group % kAmxTileK == 0, "--group ", o.group,
-             ": the AMX kernel takes groups that are multiples of ", kAmxTileK,
+  QF_REQUIRE(isa != Isa::amx || amx_step_k(o.group) != 0, "--group ", o.group,
+             ": the AMX kernel takes groups that are multiples of ", kAmxHalfTileK,
              " (or 0, per-channel)");
   const Epilogue epilogue = parse_epilogue_option(o.epilogue);
   QF_REQUIRE(o.group != 0 || o.k <= kMaxGroup, "--group 0 (per-channel) needs K <= ", kMaxGroup,
@@ -215,11 +215,11 @@ void write_raw(const std::string& dir, const GemmKey& key, const std::vector<Cod
 void print_tiles(const GemmKey& key, std::int64_t m) {
   const int rows = amx_block_rows(m);
   std::printf(
-      "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 u8 (xu), "
-      "B tmm6-7 s8 (packed rows%s); K steps of %d\n",
-      key.bits == 4 ? ", int4 unpacked on the stack" : "", kAmxTileK);
+      "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 s8 (xq), "
+      "B tmm6-7 u8 (packed rows%s); K steps of %d\n",
+      key.bits == 4 ? ", int4 unpacked on the stack" : "", amx_step_k(key.group));
   std::printf("; tile cfg   M %lld -> R %d: %s\n", static_cast<long long>(m), rows,
-              describe_tile_config(amx_tile_config(rows)).c_str());
+              describe_tile_config(amx_tile_config(rows, amx_step_k(key.group))).c_str());
   std::printf(
       ";            (the kernel holds one configuration per R = 1..%d and loads the one "
       "for its M when the thread's live configuration differs)\n",

@@ -48,8 +48,10 @@ bool fits_int32(std::int64_t value) {
 AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeBytes, GeometryOnly{}) {
   QF_REQUIRE(key.isa == Isa::amx, "amx generator: ISA ", isa_name(key.isa),
              " is not served by this generator");
-  QF_REQUIRE(key.group % kAmxTileK == 0, "amx generator: unsupported group size ", key.group,
-             " (tiles take K in steps of ", kAmxTileK, "; the zmm kernels serve it)");
+  step_k_ = amx_step_k(key.group);
+  QF_REQUIRE(step_k_ != 0, "amx generator: unsupported group size ", key.group,
+             " (tiles take K in steps of ", kAmxTileK, " or ", kAmxHalfTileK,
+             "; the zmm kernels serve it)");
   const Blocking tiles = amx_blocking(key);
   QF_REQUIRE(key.blocking == tiles, "amx generator: blocking ", key.blocking.mr, "x",
              key.blocking.nr, "u", key.blocking.k_unroll, " is not the tile blocking ", tiles.mr,
@@ -192,7 +194,7 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
   if (key_.bits == 4) vmovups(kNibbleMask, constant(kConstNibbleMask));
 
   mark(block + "K loop");
-  const std::int64_t steps = key_.group / kAmxTileK;
+  const std::int64_t steps = key_.group / step_k_;
   Label group_loop, step_loop;
   if (groups_ > 1) {
     mov(gloop_, groups_);
@@ -223,9 +225,9 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
   }
 }
 
-// One step of 64 k: B tiles from the packed rows (panel j at bk_ + j * panel_bytes), A tiles
-// from the xq rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products.
-// Tile memory operands are written base + stride * 1: the stride must be the SIB index.
+// One step of step_k (64 or 32) k: B tiles from the packed rows (panel j at bk_ + j * panel_bytes),
+// A tiles from the xq rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products. Tile
+// memory operands are written base + stride * 1: the stride must be the SIB index.
 void AmxGenerator::emit_k_step(int row_tiles, int panels) {
   for (int j = 0; j < panels; ++j) {
     if (key_.bits == 8) {
@@ -240,15 +242,15 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
   for (int i = 0; i < row_tiles; ++i)
     for (int j = 0; j < panels; ++j)
       tdpbsud(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));  // s8 A x u8 B
-  add(ak_, kAmxTileK);
-  add(bk_, static_cast<int>(kAmxTileK / k_per_row_ * kPackedRowBytes));
+  add(ak_, step_k_);
+  add(bk_, static_cast<int>(step_k_ / k_per_row_ * kPackedRowBytes));
 }
 
 // int4 packed row q (64 bytes, 16 columns x 8 k) holds quads 2q (low nibbles) and 2q + 1
 // (high nibbles); as u8 B tile rows:
 //   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
 void AmxGenerator::emit_unpack_int4(int panel) {
-  const int rows = kAmxTileK / 8;
+  const int rows = step_k_ / 8;
   for (int q = 0; q < rows; ++q) {
     vmovdqu32(kLowNibbles, zword[bk_ + panel * panel_bytes_ + q * kPackedRowBytes]);
     vpsrlw(kHighNibbles, kLowNibbles, 4);
@@ -321,7 +323,7 @@ void AmxGenerator::emit_tile_configs() {
   align(64);
   L(configs_);
   for (int rows = 1; rows <= kAmxBlockRows; ++rows)
-    for (std::uint8_t byte : amx_tile_config(rows)) db(byte);
+    for (std::uint8_t byte : amx_tile_config(rows, step_k_)) db(byte);
 }
 
 }  // namespace qforge

@@ -41,6 +41,7 @@ class AmxGenerator : public GemmGenerator {
   void emit_block_epilogue(int units);
   void emit_tile_configs();
 
+  int step_k_;       // k per tile step: amx_step_k(g)
   Reg64 rows_;       // R: rows per block
   Reg64 rowp_;       // row r of the stage / float sums (rsp + r * 128)
   Reg64 rows_left_;  // row loop counter

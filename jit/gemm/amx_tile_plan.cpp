@@ -16,22 +16,30 @@ int amx_block_rows(std::int64_t m) {
   return static_cast<int>((m + blocks - 1) / blocks);
 }
 
-AmxTileConfig amx_tile_config(int block_rows) {
+int amx_step_k(std::int64_t group) {
+  if (group % kAmxTileK == 0) return kAmxTileK;
+  if (group % kAmxHalfTileK == 0) return kAmxHalfTileK;
+  return 0;
+}
+
+AmxTileConfig amx_tile_config(int block_rows, int step_k) {
   QF_REQUIRE(block_rows >= 1 && block_rows <= kAmxBlockRows, "amx: block rows ", block_rows,
              " outside 1..", kAmxBlockRows);
+  QF_REQUIRE(step_k == kAmxTileK || step_k == kAmxHalfTileK, "amx: K step ", step_k, " is not ",
+             kAmxTileK, " or ", kAmxHalfTileK);
   AmxTileConfig config{};
   config[0] = kAmxPalette;
-  auto set = [&](int tile, int rows) {
-    config[16 + 2 * tile] = kAmxTileBytes;  // colsb, little-endian u16 (high byte 0)
+  auto set = [&](int tile, int rows, int colsb) {
+    config[16 + 2 * tile] = static_cast<std::uint8_t>(colsb);  // u16, little-endian (high 0)
     config[48 + tile] = static_cast<std::uint8_t>(rows);
   };
   const int row_tiles = block_rows > kAmxTileRows ? 2 : 1;
   for (int i = 0; i < row_tiles; ++i) {
     const int rows = std::min(kAmxTileRows, block_rows - i * kAmxTileRows);
-    set(amx_a_tile(i), rows);
-    for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_c_tile(i, j), rows);
+    set(amx_a_tile(i), rows, step_k);  // step_k bytes of xq per row
+    for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_c_tile(i, j), rows, kAmxTileBytes);
   }
-  for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_b_tile(j), kAmxTileRows);
+  for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_b_tile(j), step_k / 4, kAmxTileBytes);
   return config;
 }
 

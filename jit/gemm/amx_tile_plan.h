@@ -26,7 +26,8 @@ namespace qforge {
 
 inline constexpr int kAmxTileRows = 16;     // rows of a full tile
 inline constexpr int kAmxTileBytes = 64;    // bytes per tile row (colsb)
-inline constexpr int kAmxTileK = 64;        // k per tile step (one A row, 16 B rows)
+inline constexpr int kAmxTileK = 64;        // k per full tile step (one A row, 16 B rows)
+inline constexpr int kAmxHalfTileK = 32;    // the step of groups that are odd multiples of 32
 inline constexpr int kAmxBlockRows = 32;    // two row tiles
 inline constexpr int kAmxBlockPanels = 2;   // two column tiles
 inline constexpr int kAmxConfigBytes = 64;  // ldtilecfg / sttilecfg operand
@@ -43,18 +44,26 @@ constexpr int amx_b_tile(int panel) {
 }
 
 // The AMX kernel's fixed blocking: 32 rows x 2 panels (2 units, or 1 SwiGLU pair), one
-// 64-k step per iteration.
+// step of amx_step_k(g) k per iteration.
 Blocking amx_blocking(const GemmKey& key);
+
+// The k a tile step takes for groups of g: 64 (A rows of 64 bytes, B tiles of 16 quad
+// rows), or 32 for g an odd multiple of 32 (g32, g96: A rows of 32 bytes, B tiles of 8
+// quad rows), so a step never straddles two groups; 0 when g is no multiple of 32.
+//
+//   g % 64 == 0:  A tmm4/5  R x 64 bytes     B tmm6/7  16 rows x 64 bytes
+//   g % 64 == 32: A tmm4/5  R x 32 bytes     B tmm6/7   8 rows x 64 bytes
+int amx_step_k(std::int64_t group);
 
 // Rows per block R for a call with M rows (1..32; 0 for M <= 0).
 int amx_block_rows(std::int64_t m);
 
 using AmxTileConfig = std::array<std::uint8_t, kAmxConfigBytes>;
 
-// The configuration for blocks of R rows (1..32):
+// The configuration for blocks of R rows (1..32) and K steps of step_k (64 or 32):
 //   byte 0 palette, 16 + 2t colsb[t] (u16), 48 + t rows[t]; tiles a block does not use
 //   (row tile 1 when R <= 16) are left unconfigured (0 x 0).
-AmxTileConfig amx_tile_config(int block_rows);
+AmxTileConfig amx_tile_config(int block_rows, int step_k = kAmxTileK);
 
 // "palette 1; tmm0 C 16 rows x 64 colsb; ...; tmm7 B 16 rows x 64 colsb" (unused tiles
 // say so).

@@ -61,10 +61,15 @@ TEST_F(AmxDispatch, WarmupCoversAmxAndTheZmmBucketsBelowIt) {
   }
 }
 
-TEST_F(AmxDispatch, GroupsOf32StayOnZmm) {
-  const QuantizedLinear layer(random_layer(32, 128, "int4-g32"), Epilogue{});
-  EXPECT_FALSE(layer.uses_amx());
-  EXPECT_EQ(layer.key_for(128).isa, Isa::avx512_vnni);
+// The GGUF block size takes K steps of 32 on tiles; groups that are no multiple of 32
+// stay on zmm.
+TEST_F(AmxDispatch, GroupsOf32RunOnTilesOthersStayOnZmm) {
+  const QuantizedLinear g32(random_layer(32, 128, "int4-g32"), Epilogue{});
+  EXPECT_TRUE(g32.uses_amx());
+  EXPECT_EQ(g32.key_for(128).isa, Isa::amx);
+  const QuantizedLinear g40(random_layer(32, 120, "int4-g40"), Epilogue{});
+  EXPECT_FALSE(g40.uses_amx());
+  EXPECT_EQ(g40.key_for(128).isa, Isa::avx512_vnni);
 }
 
 TEST_F(AmxDispatch, CappedBelowAmxStaysOnZmm) {
@@ -81,7 +86,7 @@ TEST_F(AmxDispatch, AmxAndZmmOutputsAreBitIdentical) {
   const Epilogue epilogues[] = {Epilogue{}, Epilogue{true, false, true, OutputKind::f32},
                                 Epilogue{false, true, false, OutputKind::f32},
                                 Epilogue{false, false, false, OutputKind::u8}};
-  for (const char* scheme : {"int8", "int4-g128", "int8-g64-asym", "int4-asym"})
+  for (const char* scheme : {"int8", "int4-g128", "int8-g64-asym", "int4-asym", "int8-g32"})
     for (const Epilogue& epilogue : epilogues) {
       const auto w = test::random_floats(n * k, 3, 0.05f),
                  up = test::random_floats(n * k, 4, 0.05f);

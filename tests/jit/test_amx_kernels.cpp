@@ -33,9 +33,11 @@ bool amx_emulated() {
 
 // Schemes the AMX generator serves: groups that are multiples of 64 (per-channel and
 // per-tensor use one group of K rounded up to 64).
+// K steps of 64, and of 32 for the groups that are odd multiples of 32 (the GGUF blocks).
 const char* const kSchemes[] = {"int8",        "int4-g64-asym", "int8-g128-asym", "int4-g256",
-                                "int8-g64",    "int4-asym",     "int8-g256-asym", "int4-g128",
-                                "int8-tensor", "int4-g64",      "int8-asym",      "int4-g128-asym"};
+                                "int8-g32",    "int4-asym",     "int8-g256-asym", "int4-g128",
+                                "int8-tensor", "int4-g32",      "int8-asym",      "int4-g128-asym",
+                                "int8-g64",    "int4-g32-asym", "int8-g96-asym",  "int4-g160"};
 
 void expect_kernel_matches(const test::KernelCase& c) {
   EXPECT_EQ(test::check_kernel(c), "") << test::describe(c);
@@ -145,8 +147,8 @@ TEST(AmxKernels, UnitRangesAsThreadsSplitThem) {
     }
 }
 
-TEST(AmxKernels, GroupsNotMultipleOf64AreUnsupported) {
-  for (const char* scheme : {"int4-g32", "int8-g32-asym", "int8-g96", "int4-g160"}) {
+TEST(AmxKernels, GroupsNotMultipleOf32AreUnsupported) {
+  for (const char* scheme : {"int4-g40", "int8-g36-asym", "int8-g100", "int4-g16"}) {
     const PackedHeader h = make_packed_header(64, 320, parse_quant_scheme(scheme));
     const GemmKey key = gemm_key_for(h, Epilogue{}, Isa::amx, 32);
     EXPECT_THROW(AmxGenerator{key}, Error) << scheme;
@@ -184,6 +186,18 @@ TEST(AmxTilePlan, BlocksCoverMWithOneConfiguration) {
   EXPECT_EQ(twenty[48 + amx_c_tile(1, 1)], 4);
   EXPECT_EQ(twenty[16 + 2 * amx_c_tile(1, 1)], 64);
   EXPECT_THROW(amx_tile_config(33), Error);
+  // K steps of 32 (g32, g96): A rows of 32 bytes, B tiles of 8 quad rows, C unchanged.
+  const AmxTileConfig half = amx_tile_config(20, 32);
+  EXPECT_EQ(half[16 + 2 * amx_a_tile(0)], 32);
+  EXPECT_EQ(half[48 + amx_a_tile(1)], 4);
+  EXPECT_EQ(half[48 + amx_b_tile(0)], 8);
+  EXPECT_EQ(half[16 + 2 * amx_b_tile(1)], 64);
+  EXPECT_EQ(half[16 + 2 * amx_c_tile(1, 0)], 64);
+  EXPECT_EQ(amx_step_k(32), 32);
+  EXPECT_EQ(amx_step_k(96), 32);
+  EXPECT_EQ(amx_step_k(128), 64);
+  EXPECT_EQ(amx_step_k(40), 0);
+  EXPECT_THROW(amx_tile_config(8, 16), Error);
 }
 
 // Runs one kernel call and returns how many instructions the emulator executed for it.

@@ -157,7 +157,7 @@ TEST(DumpAsm, BadOptionsFailNamingTheOption) {
     const char* option;
   } cases[] = {
       {"--n 64 --k 256 --isa avx1024", "--isa"},
-      {"--n 64 --k 256 --isa amx --group 32", "--group"},
+      {"--n 64 --k 256 --isa amx --group 40", "--group"},
       {"--n 64 --k 256 --isa amx --mr 4", "--mr"},
       {"--n 64 --k 256 --isa sse2", "--isa"},
       {"--n 64 --k 256 --scheme skewed", "--scheme"},
