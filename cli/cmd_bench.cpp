@@ -128,6 +128,8 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
                       {"peak_rss_bytes", peak_rss_bytes()}};
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
+  j["prefill_on_amx"] =
+      std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) { return key.isa == Isa::amx; });
   if (!o.text.empty()) {
     const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text), true, false);
     const int ctx = std::min(512, executor.positions());
@@ -234,12 +236,17 @@ void print_table(const std::vector<nlohmann::json>& rows) {
         "is the bw ratio's limit)\n",
         r["quant"].get<std::string>().c_str(), r["read_gbps_before"].get<double>(),
         r["read_gbps_after"].get<double>());
-  for (const auto& r : rows)
-    std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)\n",
+  for (const auto& r : rows) {
+    std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)",
                 r["quant"].get<std::string>().c_str(), r["prefill_gops"].get<double>(),
                 r["prefill_peak_ratio"].get<double>(),
                 r["dot_peak_instruction"].get<std::string>().c_str(),
                 r["dot_peak_gops"].get<double>());
+    if (r.contains("amx_peak_ratio"))
+      std::printf("; %.3f of the tdpbsud peak (%.1f GOPS)", r["amx_peak_ratio"].get<double>(),
+                  r["amx_peak_gops"].get<double>());
+    std::printf("\n");
+  }
 }
 
 void bench(Options o) {
@@ -250,6 +257,8 @@ void bench(Options o) {
   // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);
+  std::string amx_missing;
+  const double amx_peak = amx_peak_gops(threads, 2'000'000, &amx_missing);
   std::vector<nlohmann::json> rows;
   // One sample between consecutive children serves as the first one's "after" and the
   // next one's "before".
@@ -277,6 +286,12 @@ void bench(Options o) {
     r["dot_peak_instruction"] = dot_peak_instruction();
     r["prefill_gops"] = prefill_gops;
     r["prefill_peak_ratio"] = peak_gops > 0 ? prefill_gops / peak_gops : 0.0;
+    // On AMX hosts prefill runs on tiles: its limit is the tdpbsud peak.
+    r["amx_peak_gops"] = amx_peak;
+    if (r["prefill_on_amx"].get<bool>() && amx_peak > 0)
+      r["amx_peak_ratio"] = prefill_gops / amx_peak;
+    else
+      r["amx_peak_missing"] = amx_peak > 0 ? "prefill does not run on AMX" : amx_missing;
     if (o.json) {
       std::printf("%s\n", r.dump().c_str());
       std::fflush(stdout);

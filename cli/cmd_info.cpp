@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
+#include "jit/tune/cpu_signature.h"
 
 namespace qforge::cli {
 namespace {
@@ -58,6 +59,7 @@ nlohmann::json to_json(const CpuInfo& cpu) {
           {"cores", cpu.cores},
           {"threads", cpu.threads},
           {"max_isa", std::string(isa_name(max_isa()))},
+          {"signature", cpu_signature()},
           {"kernel_isas", kernels},
           {"best_isa", std::string(isa_name(best_isa()))}};
 }

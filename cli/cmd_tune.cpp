@@ -1,7 +1,7 @@
 // qforge tune -m MODEL [--quant Q] [-t N] [--budget-seconds S] [--m 1,4,128] [--out FILE]
 //             [--svg FILE] [--max-isa ISA]
 // Finds the distinct kernels the model calls, times the blockings of each on this machine
-// within the budget (jit/tune/tuner.h), and writes the tuning database that `run`,
+// within the budget (ops/tune/tuner.h), and writes the tuning database that `run`,
 // `bench` and `perplexity` then read. stderr: a progress bar (on a terminal); stdout:
 // kernel | M | default | tuned | speed-up | fraction of read bandwidth (M <= 4) or of
 // the dot-product peak (M > 4).
@@ -23,9 +23,9 @@
 #include "jit/tune/active_tuning.h"
 #include "jit/tune/cpu_signature.h"
 #include "jit/tune/machine_limits.h"
-#include "jit/tune/tuner.h"
 #include "model/llama_weights.h"
 #include "model/model_file.h"
+#include "ops/tune/tuner.h"
 
 namespace qforge::cli {
 namespace {

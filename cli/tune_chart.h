@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "jit/tune/tuner.h"
+#include "ops/tune/tuner.h"
 
 namespace qforge::cli {
 

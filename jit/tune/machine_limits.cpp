@@ -13,6 +13,7 @@
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/cpu/cpu_info.h"
+#include "jit/tune/amx_peak_kernel.h"
 #include "jit/tune/dot_peak_kernel.h"
 
 namespace qforge {
@@ -108,6 +109,28 @@ double dot_peak_gops(int threads, std::int64_t iterations) {
   const DotPeakKernel kernel(dot_kind());
   const double macs =
       double(kernel.accumulators()) * double(iterations) * kernel.multiply_adds_per_step();
+  std::vector<std::int64_t> sink(threads);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double s =
+        run_threads_seconds(threads, [&](int t) { sink[t] += kernel.run(iterations); });
+    best = std::max(best, 2 * macs * threads / s / 1e9);
+  }
+  return cache[args] = best;
+}
+
+double amx_peak_gops(int threads, std::int64_t iterations, std::string* why) {
+  const CpuInfo& cpu = cpu_info();
+  if (!cpu.amx_usable) {
+    if (why) *why = "AMX is not usable natively: " + cpu.amx_reason;
+    return 0;
+  }
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const AmxPeakKernel kernel;
+  const double macs = double(AmxPeakKernel::kTileProducts) * double(iterations) *
+                      AmxPeakKernel::kMultiplyAddsPerProduct;
   std::vector<std::int64_t> sink(threads);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {

@@ -29,5 +29,9 @@ double sample_read_bandwidth_gbps(int threads, std::size_t bytes_per_thread = st
 double dot_peak_gops(int threads, std::int64_t iterations = 20'000'000);
 // "vpdpbusd zmm", "vpdpbusd ymm (VEX)" or "vpsignb+vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)".
 std::string dot_peak_instruction();
+// Peak tdpbsud throughput in GOPS (2 ops per multiply-add) with `threads` threads, in a
+// generated loop of four independent tile products (amx_peak_kernel.h); 0 when this CPU
+// does not run AMX natively, with the reason in *why (cached per arguments).
+double amx_peak_gops(int threads, std::int64_t iterations = 2'000'000, std::string* why = nullptr);
 
 }  // namespace qforge

@@ -8,6 +8,7 @@
 
 #include "jit/cpu/cpu_info.h"
 #include "jit/emulate/emulator.h"
+#include "jit/tune/amx_peak_kernel.h"
 #include "jit/tune/dot_peak_kernel.h"
 #include "jit/tune/machine_limits.h"
 
@@ -37,6 +38,33 @@ TEST(DotPeakKernel, VnniLoopsAddTheirProducts) {
   expect_sums(DotKind::ymm_vnni);
   expect_sums(DotKind::zmm);
   if (missing != 0) emulate::uninstall();
+}
+
+// The AMX loop adds 960 per step to lane 0 of each of its four C tiles (64 products of
+// 5 x 3). Natively where the CPU runs AMX (the emulator's probe asks for the process's
+// tile permission), else under the emulator.
+TEST(AmxPeakKernel, TileProductsAddTheirProducts) {
+  const unsigned missing = emulate::kAmx & ~emulate::native_features();
+  std::string reason;
+  if (missing != 0) {
+    ASSERT_TRUE(emulate::install(missing, &reason)) << reason;
+  }
+  const AmxPeakKernel kernel;
+  for (std::int64_t iterations : {0, 1, 3, 50})
+    EXPECT_EQ(kernel.run(iterations), 4 * 960 * iterations) << iterations << " iterations";
+  if (missing != 0) emulate::uninstall();
+}
+
+// A peak only where AMX runs natively; elsewhere 0 and the reason.
+TEST(MachineLimits, AmxPeakOnlyWhereAmxIsUsable) {
+  std::string why;
+  const double gops = amx_peak_gops(1, 20'000, &why);
+  if (cpu_info().amx_usable) {
+    EXPECT_GT(gops, 0);
+  } else {
+    EXPECT_EQ(gops, 0);
+    EXPECT_NE(why.find("not usable"), std::string::npos) << why;
+  }
 }
 
 TEST(MachineLimits, PeakAndBandwidthArePositive) {

@@ -1,4 +1,4 @@
-#include "jit/tune/blocking_search.h"
+#include "ops/tune/blocking_search.h"
 
 #include <algorithm>
 #include <cmath>

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "jit/gemm/gemm_args.h"
-#include "jit/tune/blocking_search.h"
-#include "jit/tune/kernel_bench.h"
+#include "ops/tune/blocking_search.h"
+#include "ops/tune/kernel_bench.h"
 
 namespace qforge {
 

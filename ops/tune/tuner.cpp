@@ -1,4 +1,4 @@
-#include "jit/tune/tuner.h"
+#include "ops/tune/tuner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +10,11 @@
 #include "jit/gemm/amx_generator.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
-#include "jit/tune/blocking_search.h"
-#include "jit/tune/call_policy_search.h"
-#include "jit/tune/kernel_bench.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/linear/thread_pool.h"
+#include "ops/tune/blocking_search.h"
+#include "ops/tune/call_policy_search.h"
+#include "ops/tune/kernel_bench.h"
 
 namespace qforge {
 namespace {

@@ -1,4 +1,4 @@
-#include "jit/tune/call_policy_search.h"
+#include "ops/tune/call_policy_search.h"
 
 #include <algorithm>
 #include <cmath>

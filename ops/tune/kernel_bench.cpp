@@ -1,4 +1,4 @@
-#include "jit/tune/kernel_bench.h"
+#include "ops/tune/kernel_bench.h"
 
 #include "jit/tune/machine_limits.h"
 

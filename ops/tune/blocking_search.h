@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "jit/gemm/gemm_key.h"
-#include "jit/tune/kernel_bench.h"
+#include "ops/tune/kernel_bench.h"
 
 namespace qforge {
 
