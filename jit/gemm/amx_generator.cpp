@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "jit/base/aligned_buffer.h"
 #include "jit/base/error.h"
 
 namespace qforge {
@@ -21,19 +22,24 @@ constexpr int kPackedRowBytes = 64;
 //
 //   [kStage, +4096)        C tiles stored as int32 [32 rows][2 panels][16]  (stride 128)
 //   [kSums, +4096)         float sums            f32 [32 rows][2 panels][16]
-//   [kUnpackedB, +2048)    int4: the step's B tiles as u8 [2 panels][16 quads][64]
 //   [kLiveConfig, +64)     the thread's tile configuration (sttilecfg)
 //   [kNextRow, +8)         first row not stored yet
 //   [kLastBlockRow, +8)    M - R, where the last block starts
+//   [kCursor, +8)          int4: the next step's B tiles in the unpacked panels
+//   [kUnpacked, + Kp * 32) int4: the unit block's panels unpacked to u8 B tiles, once per
+//                          unit block for every row block of the call (L2-resident):
+//                            step s (K steps over all groups), panel j:
+//                            [kUnpacked + (s * 2 + j) * B] = step_k / 4 rows x 64 bytes,
+//                            B = step_k / 4 * 64
 constexpr int kRowBytes = kAmxBlockPanels * 64;
 constexpr int kStage = 0;
 constexpr int kSums = kStage + kAmxBlockRows * kRowBytes;
-constexpr int kUnpackedB = kSums + kAmxBlockRows * kRowBytes;
-constexpr int kUnpackedTileBytes = kAmxTileRows * kAmxTileBytes;
-constexpr int kLiveConfig = kUnpackedB + kAmxBlockPanels * kUnpackedTileBytes;
+constexpr int kLiveConfig = kSums + kAmxBlockRows * kRowBytes;
 constexpr int kNextRow = kLiveConfig + kAmxConfigBytes;
 constexpr int kLastBlockRow = kNextRow + 8;
-constexpr int kFrameBytes = kLastBlockRow + 8;
+constexpr int kCursor = kLastBlockRow + 8;
+constexpr int kUnpacked = (kCursor + 8 + 63) / 64 * 64;
+constexpr int kPageBytes = 4096;
 
 // Vector registers of the K loop (the store phase uses zmm0-5 and the accumulators from
 // zmm31 down, see register_budget.h).
@@ -66,12 +72,17 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
   max_per_row_ = kAmxBlockPanels;
   spill_displacement_ = kSums;
 
-  StackFrame frame(this, 1, 13, kFrameBytes, /*makeEpilog=*/false);
+  const std::int64_t unpacked_bytes = key.bits == 4 ? key.k_padded * 32 : 0;
+  QF_REQUIRE(fits_int32(kUnpacked + unpacked_bytes), "amx generator: ", kernel_name(key),
+             " is too large for 32-bit offsets");
+  const int frame_bytes = static_cast<int>(round_up(kUnpacked + unpacked_bytes, kPageBytes));
+  StackFrame frame(this, 1, 13, frame_bytes, /*makeEpilog=*/false);
   bind_frame_registers(frame);
   rows_ = frame.t[10];
   rowp_ = frame.t[11];
   rows_left_ = frame.t[12];
   spill_base_ = rowp_;
+  emit_stack_probe(frame_bytes);
 
   Label done;
   emit_prologue(done);
@@ -142,8 +153,21 @@ void AmxGenerator::emit_unit_blocks() {
   L(done);
 }
 
+// Touches the frame a page at a time from its top down, so a frame larger than the
+// thread's remaining stack meets the guard page (a clean fault) instead of skipping it.
+void AmxGenerator::emit_stack_probe(int frame_bytes) {
+  if (frame_bytes <= kPageBytes) return;
+  Label probe;
+  mov(rax, frame_bytes);
+  L(probe);
+  sub(rax, kPageBytes);
+  or_(byte[rsp + rax], 0);
+  jnz(probe, T_NEAR);
+}
+
 void AmxGenerator::emit_row_blocks(int units) {
   Label loop, start_ok, two_row_tiles, next, done;
+  if (key_.bits == 4) emit_unpack_panels(units);
   mov(qword[rsp + kNextRow], 0);
   L(loop);
   mov(row_, ptr[rsp + kNextRow]);
@@ -191,7 +215,10 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
     for (int r = 0; r < row_tiles * kAmxTileRows; ++r)
       for (int t = 0; t < panels; ++t) vmovups(zword[rsp + kSums + r * kRowBytes + t * 64], Zmm(0));
   }
-  if (key_.bits == 4) vmovups(kNibbleMask, constant(kConstNibbleMask));
+  if (key_.bits == 4) {  // this block's B tiles start at the first step's
+    lea(rax, ptr[rsp + kUnpacked]);
+    mov(ptr[rsp + kCursor], rax);
+  }
 
   mark(block + "K loop");
   const std::int64_t steps = key_.group / step_k_;
@@ -229,14 +256,15 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
 // A tiles from the xq rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products. Tile
 // memory operands are written base + stride * 1: the stride must be the SIB index.
 void AmxGenerator::emit_k_step(int row_tiles, int panels) {
+  const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
+  if (key_.bits == 4) mov(rax, ptr[rsp + kCursor]);
   for (int j = 0; j < panels; ++j) {
-    if (key_.bits == 8) {
+    if (key_.bits == 8)
       tileloadd(Tmm(amx_b_tile(j)), ptr[bk_ + j * panel_bytes_ + tmp2_ * 1]);
-    } else {
-      emit_unpack_int4(j);
-      tileloadd(Tmm(amx_b_tile(j)), ptr[rsp + kUnpackedB + j * kUnpackedTileBytes + tmp2_ * 1]);
-    }
+    else
+      tileloadd(Tmm(amx_b_tile(j)), ptr[rax + j * b_tile_bytes + tmp2_ * 1]);
   }
+  if (key_.bits == 4) add(qword[rsp + kCursor], kAmxBlockPanels * b_tile_bytes);
   for (int i = 0; i < row_tiles; ++i)
     tileloadd(Tmm(amx_a_tile(i)), ptr[ak_ + i * kAmxTileRows * a_stride_ + tmp_ * 1]);
   for (int i = 0; i < row_tiles; ++i)
@@ -249,17 +277,42 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
 // int4 packed row q (64 bytes, 16 columns x 8 k) holds quads 2q (low nibbles) and 2q + 1
 // (high nibbles); as u8 B tile rows:
 //   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
-void AmxGenerator::emit_unpack_int4(int panel) {
-  const int rows = step_k_ / 8;
-  for (int q = 0; q < rows; ++q) {
-    vmovdqu32(kLowNibbles, zword[bk_ + panel * panel_bytes_ + q * kPackedRowBytes]);
-    vpsrlw(kHighNibbles, kLowNibbles, 4);
-    vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
-    vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
-    const int tile = kUnpackedB + panel * kUnpackedTileBytes;
-    vmovdqu32(zword[rsp + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
-    vmovdqu32(zword[rsp + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
-  }
+// Every group of the unit block's panels, once, into [kUnpacked] (layout above), before
+// its row blocks: each row block then loads B tiles as the int8 kernel does, so the
+// unpacking costs once per unit block, not once per row block. Uses bk_, kloop_, gloop_,
+// rax and tmp_ (free before the row blocks).
+void AmxGenerator::emit_unpack_panels(int units) {
+  const int panels = units * panels_per_unit_;
+  const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
+  const int packed_rows_per_step = step_k_ / 8;
+  const std::int64_t steps_per_group = key_.group / step_k_;
+  mark("unpack int4 panels");
+  vmovups(kNibbleMask, constant(kConstNibbleMask));
+  imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
+  add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
+  lea(rax, ptr[rsp + kUnpacked]);
+  Label group_loop, step_loop;
+  mov(gloop_, groups_);
+  L(group_loop);
+  mov(kloop_, steps_per_group);
+  L(step_loop);
+  for (int j = 0; j < panels; ++j)
+    for (int q = 0; q < packed_rows_per_step; ++q) {
+      vmovdqu32(kLowNibbles, zword[bk_ + j * panel_bytes_ + q * kPackedRowBytes]);
+      vpsrlw(kHighNibbles, kLowNibbles, 4);
+      vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
+      vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
+      const int tile = j * b_tile_bytes;
+      vmovdqu32(zword[rax + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
+      vmovdqu32(zword[rax + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
+    }
+  add(rax, kAmxBlockPanels * b_tile_bytes);
+  add(bk_, packed_rows_per_step * kPackedRowBytes);
+  dec(kloop_);
+  jnz(step_loop, T_NEAR);
+  add(bk_, static_cast<int>(trailer_bytes_));  // past the group's trailer
+  dec(gloop_);
+  jnz(group_loop, T_NEAR);
 }
 
 // After a group's steps bk_ points at the group's trailer. The C tiles go to the stage,

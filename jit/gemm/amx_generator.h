@@ -36,7 +36,8 @@ class AmxGenerator : public GemmGenerator {
   void emit_row_blocks(int units);
   void emit_block(int row_tiles, int units);
   void emit_k_step(int row_tiles, int panels);
-  void emit_unpack_int4(int panel);
+  void emit_unpack_panels(int units);
+  void emit_stack_probe(int frame_bytes);
   void emit_group_dequant(int row_tiles, int units);
   void emit_block_epilogue(int units);
   void emit_tile_configs();
