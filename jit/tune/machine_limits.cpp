@@ -102,13 +102,12 @@ double read_bandwidth_gbps(int threads, std::size_t bytes_per_thread) {
   return cache[args] = sample_read_bandwidth_gbps(threads, bytes_per_thread);
 }
 
-double dot_peak_gops(int threads, std::int64_t iterations) {
-  static std::map<std::pair<int, std::int64_t>, double> cache;
-  const std::pair<int, std::int64_t> args{threads, iterations};
-  if (auto it = cache.find(args); it != cache.end()) return it->second;
-  const DotPeakKernel kernel(dot_kind());
-  const double macs =
-      double(kernel.accumulators()) * double(iterations) * kernel.multiply_adds_per_step();
+namespace {
+
+// GOPS (2 per multiply-add) of `kernel.run(iterations)` on every thread at once, the best
+// of three runs; `macs` is one thread's multiply-adds.
+template <typename Kernel>
+double peak_gops_of(const Kernel& kernel, int threads, std::int64_t iterations, double macs) {
   std::vector<std::int64_t> sink(threads);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
@@ -116,7 +115,19 @@ double dot_peak_gops(int threads, std::int64_t iterations) {
         run_threads_seconds(threads, [&](int t) { sink[t] += kernel.run(iterations); });
     best = std::max(best, 2 * macs * threads / s / 1e9);
   }
-  return cache[args] = best;
+  return best;
+}
+
+}  // namespace
+
+double dot_peak_gops(int threads, std::int64_t iterations) {
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const DotPeakKernel kernel(dot_kind());
+  const double macs =
+      double(kernel.accumulators()) * double(iterations) * kernel.multiply_adds_per_step();
+  return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
 }
 
 double amx_peak_gops(int threads, std::int64_t iterations, std::string* why) {
@@ -131,14 +142,7 @@ double amx_peak_gops(int threads, std::int64_t iterations, std::string* why) {
   const AmxPeakKernel kernel;
   const double macs = double(AmxPeakKernel::kTileProducts) * double(iterations) *
                       AmxPeakKernel::kMultiplyAddsPerProduct;
-  std::vector<std::int64_t> sink(threads);
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double s =
-        run_threads_seconds(threads, [&](int t) { sink[t] += kernel.run(iterations); });
-    best = std::max(best, 2 * macs * threads / s / 1e9);
-  }
-  return cache[args] = best;
+  return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
 }
 
 std::string dot_peak_instruction() {
