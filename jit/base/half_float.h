@@ -14,6 +14,8 @@
 
 namespace qforge {
 
+inline constexpr float kLargestF16 = 65504.f;  // the largest finite f16
+
 constexpr float f16_to_f32(std::uint16_t half) {
   const std::uint32_t sign = static_cast<std::uint32_t>(half & 0x8000u) << 16;
   const std::uint32_t exponent = (half >> 10) & 0x1fu;

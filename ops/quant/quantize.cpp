@@ -22,7 +22,6 @@ GroupParams choose_group_params(const float* values, std::int64_t count, int bit
 }
 
 float round_scale_to_f16(float scale) {
-  constexpr float kLargestF16 = 65504.f;
   // Non-finite weights make a non-finite scale; the callers name the weight.
   if (!std::isfinite(scale)) return scale;
   QF_REQUIRE(scale <= kLargestF16, "quantize: a group needs the scale ", scale,
@@ -52,8 +51,8 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
 float asymmetric_offset(const GroupParams& p, int bits) {
   const int zero_coef = bits == 8 ? 128 - p.zero_point : -p.zero_point;
   const float offset = p.scale * static_cast<float>(zero_coef) + p.offset;
-  QF_REQUIRE(std::fabs(offset) <= 65504.f, "quantize: an asymmetric group needs the offset ",
-             offset, ", beyond the f16 offsets of the packed layout (at most 65504)");
+  QF_REQUIRE(std::fabs(offset) <= kLargestF16, "quantize: an asymmetric group needs the offset ",
+             offset, ", beyond the f16 offsets of the packed layout (at most ", kLargestF16, ")");
   return f16_to_f32(f32_to_f16(offset));
 }
 
