@@ -80,7 +80,7 @@ int argmax(std::span<const float> logits) {
 // One precision, in the child process: returns the JSON record.
 nlohmann::json bench_one(const Options& o, const std::string& quant, int threads,
                          const TuningStatus& tuning) {
-  const Precision precision = parse_precision(quant, o.model.lm_head);
+  const Precision precision = model_precision(o.model, quant);
   // With -f TEXT the cache also holds a perplexity chunk (up to 512 tokens).
   const int positions = o.n_prompt + o.n_gen + 1;
   auto session = open_model_session(o.model, precision, threads,
@@ -106,28 +106,30 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
     if (o.n_gen > 0) decode.push_back(o.n_gen / decode_seconds);
   }
 
-  nlohmann::json j = {{"model", o.model.model},
-                      {"quant", quant.empty() ? "native" : quant},
-                      {"precision", to_string(precision)},
-                      {"isa", precision.quantized ? std::string(isa_name(best_isa())) : "onednn"},
-                      {"threads", threads},
-                      {"n_prompt", o.n_prompt},
-                      {"n_gen", o.n_gen},
-                      {"prefill_tok_s", median(prefill)},
-                      {"decode_tok_s", median(decode)},
-                      {"samples", {{"prefill_tok_s", prefill}, {"decode_tok_s", decode}}},
-                      {"load_ms", model.load_seconds * 1e3},
-                      {"pack_ms", model.pack_seconds * 1e3},
-                      {"jit_ms", model.jit_seconds * 1e3},
-                      {"kernels", model.kernels},
-                      {"weight_bytes", model.weights.weight_bytes()},
-                      {"embedding_bytes", model.weights.embedding.bytes()},
-                      {"decode_bytes_per_token", model.weights.decode_bytes_per_token()},
-                      {"linear_parameters", model.weights.linear_parameters()},
-                      {"kv_cache_bytes", executor.cache().bytes()},
-                      {"peak_rss_bytes", peak_rss_bytes()}};
+  nlohmann::json j = {
+      {"model", o.model.model},
+      {"quant", quant.empty() ? "native" : quant},
+      {"precision", to_string(precision)},
+      {"isa", model.weights.has_jit_layers() ? std::string(isa_name(best_isa())) : "onednn"},
+      {"threads", threads},
+      {"n_prompt", o.n_prompt},
+      {"n_gen", o.n_gen},
+      {"prefill_tok_s", median(prefill)},
+      {"decode_tok_s", median(decode)},
+      {"samples", {{"prefill_tok_s", prefill}, {"decode_tok_s", decode}}},
+      {"load_ms", model.load_seconds * 1e3},
+      {"pack_ms", model.pack_seconds * 1e3},
+      {"jit_ms", model.jit_seconds * 1e3},
+      {"kernels", model.kernels},
+      {"weight_bytes", model.weights.weight_bytes()},
+      {"embedding_bytes", model.weights.embedding.bytes()},
+      {"decode_bytes_per_token", model.weights.decode_bytes_per_token()},
+      {"linear_parameters", model.weights.linear_parameters()},
+      {"kv_cache_bytes", executor.cache().bytes()},
+      {"peak_rss_bytes", peak_rss_bytes()}};
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
+  j["policy"] = policy_summary(model.weights);
   j["prefill_on_amx"] =
       std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) { return key.isa == Isa::amx; });
   if (!o.text.empty()) {
@@ -225,6 +227,9 @@ void print_table(const std::vector<nlohmann::json>& rows) {
         mib(r["peak_rss_bytes"].get<double>()).c_str(), ppl.c_str(), speedup.c_str());
   }
   for (const auto& r : rows)
+    std::printf("%s policy: %s\n", r["quant"].get<std::string>().c_str(),
+                r["policy"].get<std::string>().c_str());
+  for (const auto& r : rows)
     std::printf(
         "%s decode reads %.1f MB per token; the file's tensors hold %.1f MB per token "
         "(%.3fx)\n",
@@ -253,7 +258,7 @@ void bench(Options o) {
   const AppliedModelOptions applied = apply_model_options(o.model);
   const int threads = applied.threads;
   if (o.quants.empty()) o.quants = {""};
-  for (const std::string& quant : o.quants) parse_precision(quant, o.model.lm_head);  // validate
+  for (const std::string& quant : o.quants) model_precision(o.model, quant);  // validate
   // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);

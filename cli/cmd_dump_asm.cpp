@@ -279,7 +279,7 @@ void run(const Options& o) {
              "dump-asm: with -m the kernels are the ones this CPU runs; cap "
              "them with QFORGE_MAX_ISA instead of --isa");
   const int threads = apply_model_options(o.model).threads;
-  const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
+  const Precision precision = model_precision(o.model);
   QF_REQUIRE(precision.quantized, "dump-asm: --quant ", o.model.quant,
              " runs every layer on oneDNN; there are no generated kernels to show");
   auto session = open_model_session(o.model, precision, threads, 1);

@@ -36,7 +36,7 @@ ChunkLogits logits_of(LlamaExecutor& executor) {
 
 void perplexity(const Options& o) {
   const int threads = apply_model_options(o.model).threads;
-  const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
+  const Precision precision = model_precision(o.model);
   const std::string text = read_text_file(o.text);
   auto session = open_model_session(o.model, precision, threads, 0, o.json);
   const LlamaConfig& c = session->model.weights.config;
@@ -47,7 +47,8 @@ void perplexity(const Options& o) {
 
   // The f32 model, for the divergence of a quantized (or bf16) run.
   const bool reference_needed =
-      !o.no_kld && (precision.quantized || precision.dense != DenseType::f32);
+      !o.no_kld &&
+      (precision.quantized || precision.dense != DenseType::f32 || !precision.rules.empty());
   std::unique_ptr<ModelSession> reference;
   if (reference_needed)
     reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
@@ -63,6 +64,7 @@ void perplexity(const Options& o) {
     nlohmann::json j = {{"model", o.model.model},
                         {"text", o.text},
                         {"quant", to_string(precision)},
+                        {"policy", policy_summary(session->model.weights)},
                         {"isa", std::string(isa_name(best_isa()))},
                         {"ctx", ctx},
                         {"chunks", r.chunks},
@@ -84,6 +86,7 @@ void perplexity(const Options& o) {
   std::printf("%s, %s: %zu tokens, %d chunks of %d, %lld scored\n", o.model.model.c_str(),
               to_string(precision).c_str(), tokens.size(), r.chunks, ctx,
               static_cast<long long>(r.scored_tokens));
+  std::printf("policy: %s\n", policy_summary(session->model.weights).c_str());
   std::printf("Final estimate: PPL = %.4f +/- %.4f   (mean NLL %.5f +/- %.5f)\n", r.perplexity,
               r.perplexity_stderr, r.mean_nll, r.nll_stderr);
   if (r.has_reference) {

@@ -39,7 +39,7 @@ double peak_rss_mib() {
 
 void run(const Options& o) {
   const AppliedModelOptions applied = apply_model_options(o.model);
-  const Precision precision = parse_precision(o.model.quant, o.model.lm_head);
+  const Precision precision = model_precision(o.model);
   SamplerOptions sampling;
   sampling.temperature = o.temperature;
   sampling.top_k = o.top_k;
@@ -66,14 +66,15 @@ void run(const Options& o) {
                "qforge run: %s (dim %d, %d layers, %d heads / %d kv, vocab %d), %s, %s kernels, "
                "%d threads\n"
                "load %.1f ms, pack %.1f ms, JIT %.1f ms (%zu kernels), weights %.1f MiB, "
-               "KV cache %.1f MiB; %s\n",
+               "KV cache %.1f MiB; %s\n"
+               "policy: %s\n",
                o.model.model.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
                to_string(precision).c_str(), std::string(isa_name(best_isa())).c_str(),
                applied.threads, model.load_seconds * 1e3, model.pack_seconds * 1e3,
                model.jit_seconds * 1e3, model.kernels,
                static_cast<double>(model.weights.weight_bytes()) / (1 << 20),
                static_cast<double>(executor.cache().bytes()) / (1 << 20),
-               tuning_summary(applied.tuning, keys).c_str());
+               tuning_summary(applied.tuning, keys).c_str(), policy_summary(model.weights).c_str());
 
   const GenerationStats stats =
       generate(executor, model.tokenizer, sampler, o.prompt, o.steps, [](std::string_view text) {

@@ -18,6 +18,15 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
   cmd->add_option("--lm-head", o.lm_head,
                   "Classifier precision with int8/int4: int8 (default) | bf16 | f32; a native "
                   "run keeps the file's Q8_0/Q4_0/Q4_1 classifier unless int8 is given");
+  cmd->add_option("--preset", o.preset,
+                  "Policy preset: " + preset_names() +
+                      " (keep-ends: embedding and classifier f32; norms are always f32)");
+  cmd->add_option("--keep", o.keeps,
+                  "PATTERN[=f32|bf16]: keep the matching tensors dense (GGUF names without "
+                  ".weight, * and ? globs: 'output', 'blk.0.*'); repeatable");
+  cmd->add_option("--tensor-type", o.tensor_types,
+                  "PATTERN=SCHEME: the matching tensors get SCHEME (int8, int4-g32, f32, bf16, "
+                  "native, ...); applied after --keep, the last match wins; repeatable");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-isa", o.max_isa, "Cap the kernel ISA: " + valid_isa_names());
@@ -28,6 +37,19 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
                   "off | emulate: AMX kernels through the instruction emulator on a CPU "
                   "without AMX (default: $QFORGE_AMX)");
   add_tuning_options(cmd, o.tuning);
+}
+
+Precision model_precision(const ModelOptions& o) {
+  return model_precision(o, o.quant);
+}
+
+Precision model_precision(const ModelOptions& o, std::string_view quant) {
+  Precision precision = parse_precision(quant, o.lm_head);
+  if (!o.preset.empty()) precision.rules = preset_rules(o.preset);
+  for (const std::string& keep : o.keeps) precision.rules.push_back(parse_keep_rule(keep));
+  for (const std::string& type : o.tensor_types)
+    precision.rules.push_back(parse_tensor_type_rule(type));
+  return precision;
 }
 
 AppliedModelOptions apply_model_options(const ModelOptions& o) {

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +19,9 @@ struct ModelOptions {
   std::string model;
   std::string quant;  // "" = the model's default (native for quantized GGUF, else int8)
   std::string lm_head;
+  std::string preset;                     // --preset: named rules, before the flags below
+  std::vector<std::string> tensor_types;  // --tensor-type PATTERN=SCHEME, in order
+  std::vector<std::string> keeps;         // --keep PATTERN[=f32|bf16], in order
   int threads = 0;
   std::string max_isa;
   std::string tokenizer;
@@ -24,9 +29,16 @@ struct ModelOptions {
   TuningOptions tuning;
 };
 
-// Adds -m, --quant (unless `with_quant` is false), --lm-head, -t, --max-isa, --tokenizer,
-// --amx, --tuning and --no-tuning.
+// Adds -m, --quant (unless `with_quant` is false), --lm-head, --preset, --tensor-type,
+// --keep, -t, --max-isa, --tokenizer, --amx, --tuning and --no-tuning.
 void add_model_options(CLI::App* cmd, ModelOptions& options, bool with_quant = true);
+
+// The precision of `quant` (default: --quant) with --lm-head and the policy rules:
+// --preset's, then every --keep, then every --tensor-type (each in the order given; the last
+// match decides, so `--keep '*' --tensor-type blk.3.ffn_down=int8` quantizes one layer). Throws
+// qforge::Error naming the flag at fault.
+Precision model_precision(const ModelOptions& options);
+Precision model_precision(const ModelOptions& options, std::string_view quant);
 
 struct AppliedModelOptions {
   int threads = 1;  // -t, else the physical cores

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "jit/base/error.h"
@@ -10,6 +11,7 @@
 #include "model/dense_linear.h"
 #include "model/ggml_repack.h"
 #include "model/jit_linear.h"
+#include "model/tensor_policy.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
@@ -110,23 +112,128 @@ RowSource stacked_rows(const Sources& tensors) {
   };
 }
 
+bool is_dense(const TensorChoice& choice) {
+  return choice.kind == TensorChoice::Kind::f32 || choice.kind == TensorChoice::Kind::bf16;
+}
+
+// What a tensor's role gets without a rule.
+enum class Role { linear, classifier, embedding };
+
+TensorChoice dense_choice(const Precision& p) {
+  return {p.dense == DenseType::bf16 ? TensorChoice::Kind::bf16 : TensorChoice::Kind::f32, {}};
+}
+
+TensorChoice default_choice(const Precision& p, Role role) {
+  if (!p.quantized)  // the embedding table of a dense model is f32 (a lookup, no matmul)
+    return role == Role::embedding ? TensorChoice{TensorChoice::Kind::f32, {}} : dense_choice(p);
+  const TensorChoice native{TensorChoice::Kind::native, {}};
+  switch (role) {
+    case Role::embedding:
+      return p.native ? native : TensorChoice{TensorChoice::Kind::quantized, kPerChannelInt8};
+    case Role::classifier:
+      if (p.lm_head_dense) return dense_choice(p);
+      // A native run keeps the file's classifier too, unless --lm-head int8 asks otherwise.
+      return p.native && !p.lm_head_int8
+                 ? native
+                 : TensorChoice{TensorChoice::Kind::quantized, kPerChannelInt8};
+    case Role::linear:
+      break;
+  }
+  return p.native ? native : TensorChoice{TensorChoice::Kind::quantized, p.scheme};
+}
+
+// The choice of every layer, decided (and checked) before any tensor is converted:
+//
+//   per tensor:  the last matching rule, else default_choice(role)
+//   per layer:   its fused tensors' choices, which must agree
+//   native:      kept for a Q8_0 / Q4_0 / Q4_1 tensor (a fused layer's all of one
+//                type); otherwise the precision's scheme (int8 per-channel for the
+//                classifier and the embedding)
+class PolicyPlanner {
+ public:
+  PolicyPlanner(const ModelFile& model, const Precision& precision)
+      : model_(model), precision_(precision), used_(precision.rules.size(), false) {}
+
+  TensorChoice layer(const std::string& layer_name, const Sources& tensors, Role role) {
+    TensorChoice choice;
+    std::string first;
+    for (const TensorView* t : tensors) {
+      const std::string name = tensor_name(*t, role);
+      TensorChoice here = tensor_choice(name, role);
+      if (here.kind == TensorChoice::Kind::native && !native_scheme(t->type)) here = fallback(role);
+      if (first.empty()) {
+        first = name;
+        choice = here;
+      }
+      QF_REQUIRE(here == choice, model_.path(), ": ", first, " gets ", to_string(choice), " but ",
+                 name, " gets ", to_string(here), "; they are one fused layer (", layer_name,
+                 "): give them the same scheme");
+    }
+    if (choice.kind == TensorChoice::Kind::native && !all_native(tensors)) choice = fallback(role);
+    if (role == Role::embedding) check_embedding(choice);
+    return choice;
+  }
+
+  // Every rule must decide at least one tensor.
+  void check_every_rule_used() const {
+    for (std::size_t i = 0; i < used_.size(); ++i)
+      QF_REQUIRE(used_[i], precision_.rules[i].flag, ": the pattern '", precision_.rules[i].pattern,
+                 "' names no tensor of ", model_.path(),
+                 " (names: token_embd, blk.N.attn_q, attn_k, attn_v, attn_output, ffn_gate, "
+                 "ffn_up, ffn_down, output)");
+  }
+
+ private:
+  // A tied classifier is still "output" to the policy.
+  static std::string tensor_name(const TensorView& t, Role role) {
+    if (role == Role::classifier) return "output";
+    std::string name = t.name;
+    if (name.ends_with(".weight")) name.resize(name.size() - 7);
+    return name;
+  }
+
+  TensorChoice tensor_choice(const std::string& name, Role role) {
+    const TensorRule* rule = deciding_rule(precision_.rules, name);
+    if (rule == nullptr) return default_choice(precision_, role);
+    used_[static_cast<std::size_t>(rule - precision_.rules.data())] = true;
+    return rule->choice;
+  }
+
+  // What "native" means for a tensor without a native form.
+  TensorChoice fallback(Role role) const {
+    return {TensorChoice::Kind::quantized,
+            role == Role::linear ? precision_.scheme : kPerChannelInt8};
+  }
+
+  void check_embedding(const TensorChoice& c) const {
+    const bool ok = c.kind == TensorChoice::Kind::f32 || c.kind == TensorChoice::Kind::native ||
+                    (c.kind == TensorChoice::Kind::quantized && c.scheme == kPerChannelInt8);
+    QF_REQUIRE(ok, model_.path(), ": token_embd cannot be ", to_string(c),
+               "; the embedding table is f32, int8 (one scale per row) or native");
+  }
+
+  const ModelFile& model_;
+  const Precision& precision_;
+  std::vector<bool> used_;
+};
+
 class LayerBuilder {
  public:
-  LayerBuilder(const Precision& precision, int threads)
-      : precision_(precision), threads_(threads) {}
+  explicit LayerBuilder(int threads) : threads_(threads) {}
 
   // A plain or residual layer whose rows are the rows of `tensors`, stacked. The
   // tensors' file pages are released once converted.
   std::unique_ptr<LinearLayer> linear(const Sources& tensors, LinearFusion fusion,
-                                      bool classifier = false) const {
-    std::unique_ptr<LinearLayer> layer = convert(tensors, fusion, classifier);
+                                      const TensorChoice& choice) const {
+    std::unique_ptr<LinearLayer> layer = convert(tensors, fusion, choice);
     for (const TensorView* t : tensors) release_pages(*t);
     return layer;
   }
 
   // The fused gate/up layer.
-  std::unique_ptr<LinearLayer> swiglu(const TensorView& gate, const TensorView& up) const {
-    std::unique_ptr<LinearLayer> layer = convert_pair(gate, up);
+  std::unique_ptr<LinearLayer> swiglu(const TensorView& gate, const TensorView& up,
+                                      const TensorChoice& choice) const {
+    std::unique_ptr<LinearLayer> layer = convert_pair(gate, up, choice);
     release_pages(gate);
     release_pages(up);
     return layer;
@@ -137,55 +244,59 @@ class LayerBuilder {
 
  private:
   std::unique_ptr<LinearLayer> convert(const Sources& tensors, LinearFusion fusion,
-                                       bool classifier) const {
+                                       const TensorChoice& choice) const {
     const std::int64_t k = tensors[0]->columns;
     std::int64_t n = 0;
     for (const TensorView* t : tensors) n += t->rows;
-    const bool dense = !precision_.quantized || (classifier && precision_.lm_head_dense);
-    // A native run keeps the file's classifier too, unless --lm-head int8 asks otherwise.
-    const bool native = precision_.native && !(classifier && precision_.lm_head_int8);
-    if (!dense && native && all_native(tensors))
+    if (choice.kind == TensorChoice::Kind::native)
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion);
-    const QuantScheme scheme = classifier ? kPerChannelInt8 : precision_.scheme;
-    if (!dense && scheme.granularity != Granularity::per_tensor)
+    const QuantScheme& scheme = choice.scheme;
+    if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion);
     const std::vector<float>& w = stacked_f32(tensors, threads_, scratch_);
-    if (dense) return std::make_unique<DenseLinear>(w.data(), n, k, fusion, dense_bf16());
+    if (is_dense(choice))
+      return std::make_unique<DenseLinear>(w.data(), n, k, fusion,
+                                           choice.kind == TensorChoice::Kind::bf16);
     return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
   }
 
-  std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up) const {
+  std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up,
+                                            const TensorChoice& choice) const {
     const std::int64_t hidden = gate.rows, k = gate.columns;
-    if (precision_.quantized && precision_.native && all_native({&gate, &up})) {
+    if (choice.kind == TensorChoice::Kind::native) {
       const TensorView* g[] = {&gate};
       const TensorView* u[] = {&up};
       return std::make_unique<JitLinear>(
           pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
           LinearFusion::swiglu);
     }
-    const QuantScheme scheme = precision_.scheme;
-    if (precision_.quantized && scheme.granularity != Granularity::per_tensor)
+    const QuantScheme& scheme = choice.scheme;
+    if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}), stacked_rows({&up}),
                                    threads_),
           LinearFusion::swiglu);
     const std::vector<float>& gate_up = stacked_f32({&gate, &up}, threads_, scratch_);
-    if (!precision_.quantized)
+    if (is_dense(choice))
       return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
-                                           dense_bf16());
+                                           choice.kind == TensorChoice::Kind::bf16);
     const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
         pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu);
   }
 
-  bool dense_bf16() const { return precision_.dense == DenseType::bf16; }
-
-  const Precision& precision_;
   int threads_;
   mutable std::vector<float> scratch_;  // f32 rows of the layer being converted
 };
+
+// How a layer's choice reads in the applied policy: the scheme, f32 / bf16, or the
+// file's type for a native layer ("Q4_0").
+std::string describe(const TensorChoice& choice, const TensorView& source) {
+  if (choice.kind == TensorChoice::Kind::native) return std::string(ggml_type_name(source.type));
+  return to_string(choice);
+}
 
 }  // namespace
 
@@ -281,43 +392,111 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
                                  const LoadProgress& progress) {
   if (threads <= 0) threads = default_load_threads();
   const LlamaConfig& c = model.config();
+  // Every layer's choice first: a bad policy fails before anything is converted.
+  struct LayerPlan {
+    TensorChoice qkv, wo, gate_up, down;
+  };
+  PolicyPlanner planner(model, precision);
+  const TensorView& embedding = model.tensor("token_embd.weight");
+  const TensorView& classifier = model.classifier();
+  const TensorChoice embedding_choice = planner.layer("token_embd", {&embedding}, Role::embedding);
+  std::vector<LayerPlan> plan;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    plan.push_back(
+        {planner.layer(prefix + "attn_qkv", {tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
+                       Role::linear),
+         planner.layer(prefix + "attn_output", {tensor("attn_output")}, Role::linear),
+         planner.layer(prefix + "ffn_gate_up", {tensor("ffn_gate"), tensor("ffn_up")},
+                       Role::linear),
+         planner.layer(prefix + "ffn_down", {tensor("ffn_down")}, Role::linear)});
+  }
+  const TensorChoice classifier_choice = planner.layer("output", {&classifier}, Role::classifier);
+  planner.check_every_rule_used();
+
   LlamaWeights out;
   out.config = c;
   out.precision = precision;
-  // The embedding first: a quantized model keeps int8 rows, so the f32 copy goes now.
-  const TensorView& embedding = model.tensor("token_embd.weight");
-  if (precision.quantized && precision.native && all_native({&embedding}))
+  // The embedding first: a quantized table keeps int8 rows, so the f32 copy goes now.
+  if (embedding_choice.kind == TensorChoice::Kind::native)
     out.embedding = EmbeddingTable::file_rows(
         embedding.type, std::span(embedding.data, embedding.byte_size), c.vocab_size, c.dim);
+  else if (embedding_choice.kind == TensorChoice::Kind::quantized)
+    out.embedding =
+        EmbeddingTable::int8_from_rows(c.vocab_size, c.dim, stacked_rows({&embedding}), threads);
   else
-    out.embedding = precision.quantized
-                        ? EmbeddingTable::int8_from_rows(c.vocab_size, c.dim,
-                                                         stacked_rows({&embedding}), threads)
-                        : EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
-  release_pages(model.tensor("token_embd.weight"));
+    out.embedding = EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
+  out.policy.emplace_back("token_embd", describe(embedding_choice, embedding));
+  release_pages(embedding);
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
-  const LayerBuilder build(precision, threads);
+  const LayerBuilder build(threads);
   for (int l = 0; l < c.n_layers; ++l) {
     const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
+    const LayerPlan& p = plan[static_cast<std::size_t>(l)];
     LayerWeights layer;
     layer.attn_norm = to_f32(*tensor("attn_norm"));
     layer.ffn_norm = to_f32(*tensor("ffn_norm"));
-    layer.wqkv =
-        build.linear({tensor("attn_q"), tensor("attn_k"), tensor("attn_v")}, LinearFusion::plain);
-    layer.wo = build.linear({tensor("attn_output")}, LinearFusion::residual);
-    layer.gate_up = build.swiglu(*tensor("ffn_gate"), *tensor("ffn_up"));
-    layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual);
+    layer.wqkv = build.linear({tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
+                              LinearFusion::plain, p.qkv);
+    layer.wo = build.linear({tensor("attn_output")}, LinearFusion::residual, p.wo);
+    layer.gate_up = build.swiglu(*tensor("ffn_gate"), *tensor("ffn_up"), p.gate_up);
+    layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual, p.down);
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    out.policy.emplace_back(prefix + "attn_qkv", describe(p.qkv, *tensor("attn_q")));
+    out.policy.emplace_back(prefix + "attn_output", describe(p.wo, *tensor("attn_output")));
+    out.policy.emplace_back(prefix + "ffn_gate_up", describe(p.gate_up, *tensor("ffn_gate")));
+    out.policy.emplace_back(prefix + "ffn_down", describe(p.down, *tensor("ffn_down")));
     for (const char* role :
          {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
       release_pages(*tensor(role));
     out.layers.push_back(std::move(layer));
     if (progress) progress(l + 1, c.n_layers + 1);
   }
-  const TensorView& classifier = model.classifier();
   build.release_scratch();
-  out.classifier = build.linear({&classifier}, LinearFusion::plain, /*classifier=*/true);
+  out.classifier = build.linear({&classifier}, LinearFusion::plain, classifier_choice);
+  out.policy.emplace_back("output", describe(classifier_choice, classifier));
   if (progress) progress(c.n_layers + 1, c.n_layers + 1);
-  release_pages(model.tensor("token_embd.weight"));
+  release_pages(embedding);
+  return out;
+}
+
+std::string policy_summary(const LlamaWeights& weights) {
+  // kind -> choice -> the layers that have it, in first-seen order
+  struct Use {
+    std::string choice;
+    std::vector<std::string> layers;
+  };
+  std::vector<std::pair<std::string, std::vector<Use>>> kinds;
+  for (const auto& [layer, choice] : weights.policy) {
+    const std::size_t dot = layer.starts_with("blk.") ? layer.find('.', 4) : std::string::npos;
+    const std::string kind = dot == std::string::npos ? layer : layer.substr(dot + 1);
+    const std::string block = dot == std::string::npos ? "" : layer.substr(0, dot);
+    auto k =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& e) { return e.first == kind; });
+    if (k == kinds.end()) k = kinds.insert(kinds.end(), {kind, {}});
+    auto u = std::find_if(k->second.begin(), k->second.end(),
+                          [&](const Use& e) { return e.choice == choice; });
+    if (u == k->second.end()) u = k->second.insert(k->second.end(), {choice, {}});
+    u->layers.push_back(block);
+  }
+  std::string out;
+  for (const auto& [kind, uses] : kinds) {
+    if (!out.empty()) out += ", ";
+    out += kind;
+    for (std::size_t i = 0; i < uses.size(); ++i) {
+      const Use& use = uses[i];
+      out += (i == 0 ? " " : " + ") + use.choice;
+      if (use.layers.front().empty()) continue;  // not a per-block layer
+      out += " x" + std::to_string(use.layers.size());
+      // Name the blocks of a minority choice (at most 8).
+      if (uses.size() > 1 && i > 0 && use.layers.size() <= 8) {
+        out += " (";
+        for (std::size_t j = 0; j < use.layers.size(); ++j) out += (j ? " " : "") + use.layers[j];
+        out += ")";
+      }
+    }
+  }
   return out;
 }
 

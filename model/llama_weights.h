@@ -10,6 +10,9 @@
 //                       down                                  residual  hidden -> dim
 //   classifier          plain, dim -> vocab
 //
+// Which precision each of these gets is the policy: the defaults below, overridden per
+// tensor by Precision::rules (model/tensor_policy.h).
+//
 // f32 / bf16: every linear layer through oneDNN in that type. int8 / int4: linear layers
 // through the JIT kernels with the chosen scheme, the classifier int8 per-channel (or
 // f32 / bf16 on request). native: a Q8_0 / Q4_0 / Q4_1 tensor of a GGUF file is repacked
@@ -30,6 +33,7 @@
 #include "model/linear_layer.h"
 #include "model/llama_config.h"
 #include "model/model_file.h"
+#include "model/tensor_policy.h"
 #include "ops/quant/scheme.h"
 
 namespace qforge {
@@ -43,6 +47,9 @@ struct Precision {
   bool native = false;  // quantized: keep a GGUF file's Q8_0 / Q4_0 / Q4_1 tensors as they are
   bool lm_head_dense = false;  // quantized model: classifier dense (type `dense`)
   bool lm_head_int8 = false;   // --lm-head int8: int8 per-channel even in a native run
+  // Per-tensor choices over the defaults above (model/tensor_policy.h): presets, then
+  // --tensor-type / --keep in the order given; the last match decides.
+  std::vector<TensorRule> rules;
 };
 
 // "f32" | "bf16" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" | "native" | "" (=
@@ -65,6 +72,9 @@ struct LlamaWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> output_norm;  // dim
   std::unique_ptr<LinearLayer> classifier;
+  // The applied policy: each layer (token_embd, blk.N.attn_qkv, ..., output) and what it
+  // holds ("int8", "int4-g32", "Q4_0" for a native layer, "f32", "bf16").
+  std::vector<std::pair<std::string, std::string>> policy;
 
   // Every kernel key the linear layers call (duplicates included).
   std::vector<GemmKey> warmup_keys() const;
@@ -77,7 +87,14 @@ struct LlamaWeights {
   std::uint64_t decode_bytes_per_token() const;
   // Multiply-adds of the linear layers per token (the parameters they hold).
   std::uint64_t linear_parameters() const;
+  // True when some layer runs through the JIT kernels (the session's pool then has all
+  // threads).
+  bool has_jit_layers() const { return !warmup_keys().empty(); }
 };
+
+// The applied policy, one entry per layer kind: "attn_qkv int8 x22, ..., ffn_down int8 x21
+// + f32 x1 (blk.3), output f32, token_embd int8".
+std::string policy_summary(const LlamaWeights& weights);
 
 // Converts and packs every tensor with `threads` threads (0: all cores). Kernel ISAs are
 // chosen now, so set the ISA cap before calling.

@@ -15,7 +15,8 @@ std::unique_ptr<ModelSession> open_session(const std::string& path, const Precis
       load_model(path, precision, tokenizer_path, threads, progress));
   session->threads = threads;
   set_dense_threads(session->threads);
-  session->pool = std::make_unique<ThreadPool>(precision.quantized ? session->threads : 1);
+  session->pool =
+      std::make_unique<ThreadPool>(session->model.weights.has_jit_layers() ? session->threads : 1);
   const int context = session->model.weights.config.seq_len;
   session->executor =
       std::make_unique<LlamaExecutor>(session->model.weights, *session->pool,

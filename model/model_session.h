@@ -2,8 +2,8 @@
 // executor with a KV cache of `positions` positions. The executor keeps references into
 // the session, so a session lives behind a pointer and never moves.
 //
-//   quantized model: pool of `threads` (the JIT kernels), oneDNN idle
-//   f32 / bf16:      pool of 1 (the caller), oneDNN on `threads` OpenMP threads
+//   some layer on the JIT kernels: pool of `threads` (dense layers: oneDNN on its own threads)
+//   every layer dense (f32 / bf16): pool of 1 (the caller), oneDNN on `threads` OpenMP threads
 #pragma once
 
 #include <memory>

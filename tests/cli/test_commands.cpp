@@ -206,5 +206,43 @@ TEST(Run, UnknownPrecisionFailsNamingTheOption) {
   EXPECT_NE(r.output.find("--quant"), std::string::npos) << r.output;
 }
 
+// A mixed policy on the command line: the keep rules first, then the tensor types, and
+// the applied policy printed; protecting the down projections lowers int4's divergence.
+TEST(Perplexity, PolicyFlagsApplyAndPrintThePolicy) {
+  const std::string base = kQforge + " perplexity -m " + stories() + " -f " + eval_text() +
+                           " --ctx 256 -t 1 --json --quant int4-g32";
+  const auto uniform = test::run_command(base);
+  const auto mixed =
+      test::run_command(base + " --tensor-type 'blk.*.ffn_down=int8' --preset keep-ends");
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.output;
+  ASSERT_EQ(mixed.exit_code, 0) << mixed.output;
+  const auto u = json_lines(uniform.output), m = json_lines(mixed.output);
+  ASSERT_EQ(u.size(), 1u);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0]["policy"].get<std::string>(),
+            "token_embd f32, attn_qkv int4-g32 x5, attn_output int4-g32 x5, ffn_gate_up "
+            "int4-g32 x5, ffn_down int8 x5, output f32");
+  EXPECT_LT(m[0]["mean_kld"].get<double>(), u[0]["mean_kld"].get<double>());
+  const auto one =
+      test::run_command(kQforge + " perplexity -m " + stories() + " -f " + eval_text() +
+                        " --ctx 256 -t 1 --json --quant int4-g32 --keep '*' "
+                        "--tensor-type blk.2.attn_output=int4-g32");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto o = json_lines(one.output);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_NE(o[0]["policy"].get<std::string>().find("attn_output f32 x4 + int4-g32 x1 (blk.2)"),
+            std::string::npos)
+      << o[0].dump();
+  EXPECT_GT(o[0]["mean_kld"].get<double>(), 0.0);
+}
+
+TEST(Run, APolicyThatNamesNoTensorFails) {
+  const auto r = test::run_command(kQforge + " run -m " + stories() +
+                                   " --tensor-type 'blk.*.ffn_sideways=int8' -n 1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--tensor-type blk.*.ffn_sideways=int8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("names no tensor"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace qforge
