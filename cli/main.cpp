@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   CLI::App app{"qforge: JIT-compiled quantized LLM inference for x86 CPUs"};
   app.require_subcommand(1);
   qforge::cli::register_bench(app);
+  qforge::cli::register_calibrate(app);
   qforge::cli::register_dump_asm(app);
   qforge::cli::register_info(app);
   qforge::cli::register_quantize(app);

@@ -48,6 +48,22 @@ void rope(float* vec, int width, const float* rotation, const LlamaConfig& c) {
 
 }  // namespace
 
+const char* site_name(LinearSite site) {
+  switch (site) {
+    case LinearSite::qkv:
+      return "attn_qkv";
+    case LinearSite::wo:
+      return "attn_output";
+    case LinearSite::gate_up:
+      return "ffn_gate_up";
+    case LinearSite::down:
+      return "ffn_down";
+    case LinearSite::classifier:
+      break;
+  }
+  return "output";
+}
+
 LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions)
     : weights_(weights),
       pool_(pool),
@@ -85,40 +101,86 @@ std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int s
 
 void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float* logits,
                                   bool all_logits) {
-  const LlamaConfig& c = config_;
-  const int dim = c.dim;
-  for (int r = 0; r < rows; ++r) {
-    QF_REQUIRE(tokens[r] >= 0 && tokens[r] < c.vocab_size, "forward: token ", tokens[r],
-               " is outside the vocabulary of ", c.vocab_size);
-    weights_.embedding.lookup(tokens[r], x_.data() + r * dim);
-  }
-  for (int r = 0; r < rows; ++r) rope_rotation(rotations_.data() + r * c.rope_dim, start + r, c);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
-    for (int r = 0; r < rows; ++r)
-      rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.attn_norm.data(), dim, c.rms_eps);
-    layer.wqkv->forward(xb_.data(), rows, dim, qkv_.data(), qkv_columns_, pool_);
-    // row r of qkv: [ q (dim) | k (kv_dim) | v (kv_dim) ]
-    for (int r = 0; r < rows; ++r) {
-      float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
-      float* k = q + dim;
-      const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
-      rope(q, dim, rotation, c);
-      rope(k, c.kv_dim(), rotation, c);
-      cache_.store(l, start + r, k, k + c.kv_dim());
-    }
-    attention(l, rows, start);
-    layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
-    for (int r = 0; r < rows; ++r)
-      rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.ffn_norm.data(), dim, c.rms_eps);
-    layer.gate_up->forward(xb_.data(), rows, dim, hb_.data(), c.hidden_dim, pool_);
-    layer.down->forward(hb_.data(), rows, c.hidden_dim, x_.data(), dim, pool_);
-  }
+  embed_rows(std::span(tokens, static_cast<std::size_t>(rows)), x_.data());
+  set_rotations(rows, start);
+  for (int l = 0; l < config_.n_layers; ++l) block(l, rows, start);
   if (logits == nullptr) return;
   // The classifier sees every row, or only the last one.
-  const int first = all_logits ? 0 : rows - 1;
+  head(all_logits ? 0 : rows - 1, rows, logits);
+}
+
+void LlamaExecutor::embed_rows(std::span<const int> tokens, float* x) {
+  const LlamaConfig& c = config_;
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    QF_REQUIRE(tokens[r] >= 0 && tokens[r] < c.vocab_size, "forward: token ", tokens[r],
+               " is outside the vocabulary of ", c.vocab_size);
+    weights_.embedding.lookup(tokens[r], x + r * c.dim);
+  }
+}
+
+void LlamaExecutor::forward_block(int layer, float* x, int rows, int start) {
+  QF_REQUIRE(rows > 0 && rows <= kChunkRows, "forward_block: ", rows, " rows (1..", kChunkRows,
+             ")");
+  QF_REQUIRE(layer >= 0 && layer < config_.n_layers, "forward_block: no layer ", layer);
+  QF_REQUIRE(start >= 0 && start + rows <= cache_.positions(), "forward_block: positions ", start,
+             "..", start + rows - 1, " exceed the context of ", cache_.positions());
+  const std::size_t values = static_cast<std::size_t>(rows) * config_.dim;
+  std::copy_n(x, values, x_.data());
+  set_rotations(rows, start);
+  block(layer, rows, start);
+  std::copy_n(x_.data(), values, x);
+}
+
+void LlamaExecutor::forward_head(const float* x, int rows, float* logits) {
+  QF_REQUIRE(rows > 0 && rows <= kChunkRows, "forward_head: ", rows, " rows (1..", kChunkRows, ")");
+  std::copy_n(x, static_cast<std::size_t>(rows) * config_.dim, x_.data());
+  if (logits != nullptr) {
+    head(0, rows, logits);
+    return;
+  }
+  logits_.resize(static_cast<std::size_t>(rows) * config_.vocab_size);
+  head(0, rows, logits_.data());
+}
+
+void LlamaExecutor::set_rotations(int rows, int start) {
+  for (int r = 0; r < rows; ++r)
+    rope_rotation(rotations_.data() + r * config_.rope_dim, start + r, config_);
+}
+
+void LlamaExecutor::block(int l, int rows, int start) {
+  const LlamaConfig& c = config_;
+  const int dim = c.dim;
+  LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
+  for (int r = 0; r < rows; ++r)
+    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.attn_norm.data(), dim, c.rms_eps);
+  observe(l, LinearSite::qkv, xb_.data(), rows, dim);
+  layer.wqkv->forward(xb_.data(), rows, dim, qkv_.data(), qkv_columns_, pool_);
+  // row r of qkv: [ q (dim) | k (kv_dim) | v (kv_dim) ]
+  for (int r = 0; r < rows; ++r) {
+    float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
+    float* k = q + dim;
+    const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
+    rope(q, dim, rotation, c);
+    rope(k, c.kv_dim(), rotation, c);
+    cache_.store(l, start + r, k, k + c.kv_dim());
+  }
+  attention(l, rows, start);
+  observe(l, LinearSite::wo, xb_.data(), rows, dim);
+  layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
+  for (int r = 0; r < rows; ++r)
+    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.ffn_norm.data(), dim, c.rms_eps);
+  observe(l, LinearSite::gate_up, xb_.data(), rows, dim);
+  layer.gate_up->forward(xb_.data(), rows, dim, hb_.data(), c.hidden_dim, pool_);
+  observe(l, LinearSite::down, hb_.data(), rows, c.hidden_dim);
+  layer.down->forward(hb_.data(), rows, c.hidden_dim, x_.data(), dim, pool_);
+}
+
+void LlamaExecutor::head(int first, int rows, float* logits) {
+  const LlamaConfig& c = config_;
+  const int dim = c.dim;
   for (int r = first; r < rows; ++r)
     rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, weights_.output_norm.data(), dim, c.rms_eps);
+  observe(-1, LinearSite::classifier, xb_.data() + std::size_t(first) * dim, rows - first, dim);
   weights_.classifier->forward(xb_.data() + std::size_t(first) * dim, rows - first, dim, logits,
                                c.vocab_size, pool_);
 }

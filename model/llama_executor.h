@@ -13,6 +13,17 @@
 //   logits = (rmsnorm(x) * output_norm) Wcls^T
 //
 // A prompt runs as one batch per chunk of up to kChunkRows rows; decode is one row.
+//
+// Calibration runs the same pass a block at a time over many sequences (embed_rows,
+// forward_block, forward_head on the caller's residual rows), and an observer sees the
+// input of every linear layer:
+//
+//   site        input (rows x k)              layer
+//   qkv         rmsnorm(x) * attn_norm        [Wq | Wk | Wv]
+//   wo          attention output               Wo
+//   gate_up     rmsnorm(x) * ffn_norm          Wg, Wu
+//   down        silu(gate) * up                Wd
+//   classifier  rmsnorm(x) * output_norm       Wcls   (layer = -1)
 #pragma once
 
 #include <cstdint>
@@ -24,6 +35,16 @@
 #include "ops/linear/thread_pool.h"
 
 namespace qforge {
+
+enum class LinearSite { qkv, wo, gate_up, down, classifier };
+const char* site_name(LinearSite site);  // "attn_qkv", "attn_output", "ffn_gate_up", ...
+
+// Sees each linear layer's input before the layer runs: `x` is rows x k, row-major, dense.
+class LinearInputObserver {
+ public:
+  virtual ~LinearInputObserver() = default;
+  virtual void observe(int layer, LinearSite site, const float* x, int rows, int k) = 0;
+};
 
 class LlamaExecutor {
  public:
@@ -38,12 +59,31 @@ class LlamaExecutor {
   // the next call.
   std::span<const float> forward(std::span<const int> tokens, int start, bool all_logits = false);
 
+  // The observer (or nullptr) sees every linear input of the calls that follow.
+  void set_observer(LinearInputObserver* observer) { observer_ = observer; }
+
+  // One block at a time over the caller's residual rows x (rows <= kChunkRows, rows x
+  // dim): embedding lookup; block `layer` at positions [start, start + rows) (its KV
+  // cache rows written, x updated in place); the final norm and the classifier (logits
+  // rows x vocab, or nullptr to only observe its input). Running every block in order
+  // and then the head computes what forward() computes, bit for bit.
+  void embed_rows(std::span<const int> tokens, float* x);
+  void forward_block(int layer, float* x, int rows, int start);
+  void forward_head(const float* x, int rows, float* logits);
+
   int vocab_size() const { return config_.vocab_size; }
   int positions() const { return cache_.positions(); }
   const KvCache& cache() const { return cache_; }
 
  private:
   void forward_chunk(const int* tokens, int rows, int start, float* logits, bool all_logits);
+  // Block `layer` on rows x_[0, rows) at positions from `start` (rotations_ must hold them).
+  void block(int layer, int rows, int start);
+  void head(int first, int rows, float* logits);  // rows [first, rows) of x_
+  void set_rotations(int rows, int start);
+  void observe(int layer, LinearSite site, const float* x, int rows, int k) {
+    if (observer_ != nullptr) observer_->observe(layer, site, x, rows, k);
+  }
   void attention(int layer, int rows, int start);
   int attention_block_positions() const;
 
@@ -57,6 +97,7 @@ class LlamaExecutor {
   std::vector<float> scores_;     // per pool thread, one row of scores per head of a group
   std::vector<float> rotations_;  // RoPE cos/sin per pair of a head, one row per position
   std::vector<float> logits_;
+  LinearInputObserver* observer_ = nullptr;
 };
 
 }  // namespace qforge

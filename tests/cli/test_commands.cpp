@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -242,6 +243,31 @@ TEST(Run, APolicyThatNamesNoTensorFails) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--tensor-type blk.*.ffn_sideways=int8"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("names no tensor"), std::string::npos) << r.output;
+}
+
+TEST(Calibrate, WritesAFileAndRefusesAShortText) {
+  const std::string out = temp_path("stories.qfcal");
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  const auto r = test::run_command(kQforge + " calibrate -m " + stories() + " -f " + calib_text +
+                                   " --samples 4 --ctx 128 -t 1 --json -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 1u) << r.output;
+  EXPECT_EQ(records[0]["sites"].get<int>(), 21);  // 5 blocks x 4 + the classifier
+  EXPECT_EQ(records[0]["tokens"].get<int>(), 4 * 128);
+  EXPECT_TRUE(std::filesystem::exists(out));
+  std::filesystem::remove(out);
+  const std::string short_text = temp_path("short.txt");
+  { std::ofstream(short_text) << "Once upon a time"; }
+  const auto bad = test::run_command(kQforge + " calibrate -m " + stories() + " -f " + short_text +
+                                     " --ctx 128 -o " + out);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("short.txt"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("fewer than one calibration chunk"), std::string::npos) << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  std::filesystem::remove(short_text);
 }
 
 }  // namespace

@@ -1,0 +1,95 @@
+#include "calib/calibrator.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "jit/base/error.h"
+
+namespace qforge {
+namespace {
+
+// Routes each observed input of one block (or the head) to its site's accumulator.
+class BlockObserver final : public LinearInputObserver {
+ public:
+  BlockObserver(int layer, std::vector<SiteAccumulator*> sites) : layer_(layer), sites_(sites) {}
+  void observe(int layer, LinearSite site, const float* x, int rows, int k) override {
+    QF_REQUIRE(layer == layer_, "calibration: block ", layer, " observed while running ", layer_);
+    SiteAccumulator* s = sites_[static_cast<std::size_t>(
+        site == LinearSite::classifier ? 0 : static_cast<int>(site))];
+    QF_REQUIRE(s->k() == k, "calibration: ", s->name(), " input of width ", k);
+    s->add(x, rows);
+  }
+
+ private:
+  int layer_;
+  std::vector<SiteAccumulator*> sites_;
+};
+
+}  // namespace
+
+std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, int samples, int ctx,
+                                                 int bos, const std::string& text_path) {
+  QF_REQUIRE(ctx >= 2, "--ctx ", ctx, ": a calibration chunk needs at least 2 tokens");
+  QF_REQUIRE(samples >= 1, "--samples ", samples, ": at least 1");
+  const std::size_t body = static_cast<std::size_t>(ctx) - 1;
+  const std::size_t available = tokens.size() > 1 ? (tokens.size() - 1) / body : 0;
+  QF_REQUIRE(available >= 1, text_path, ": ", tokens.size(),
+             " tokens, fewer than one calibration chunk of --ctx ", ctx);
+  const std::size_t count = std::min(available, static_cast<std::size_t>(samples));
+  std::vector<std::vector<int>> chunks(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    chunks[i].push_back(bos);
+    const auto first = tokens.begin() + static_cast<std::ptrdiff_t>(1 + i * body);
+    chunks[i].insert(chunks[i].end(), first, first + static_cast<std::ptrdiff_t>(body));
+  }
+  return chunks;
+}
+
+void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
+                     const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
+                     const CalibrationProgress& progress) {
+  QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
+  const int ctx = static_cast<int>(chunks.front().size());
+  QF_REQUIRE(ctx <= executor.positions(), "calibration: --ctx ", ctx, " exceeds the context of ",
+             executor.positions());
+  const auto dim = static_cast<std::size_t>(c.dim);
+  constexpr int kRows = LlamaExecutor::kChunkRows;
+  // Every chunk's residual stream, between blocks.
+  std::vector<float> residual(chunks.size() * static_cast<std::size_t>(ctx) * dim);
+  auto rows_of = [&](std::size_t s, int p0) {
+    return residual.data() +
+           (s * static_cast<std::size_t>(ctx) + static_cast<std::size_t>(p0)) * dim;
+  };
+  for (std::size_t s = 0; s < chunks.size(); ++s) {
+    QF_REQUIRE(static_cast<int>(chunks[s].size()) == ctx, "calibration: chunks differ in length");
+    executor.embed_rows(chunks[s], rows_of(s, 0));
+  }
+  const int total = c.n_layers + 1;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    // In LinearSite order: qkv, wo, gate_up, down.
+    std::vector<std::unique_ptr<SiteAccumulator>> sites;
+    for (LinearSite site : {LinearSite::qkv, LinearSite::wo, LinearSite::gate_up, LinearSite::down})
+      sites.push_back(std::make_unique<SiteAccumulator>(
+          prefix + site_name(site), site == LinearSite::down ? c.hidden_dim : c.dim, gram));
+    BlockObserver observer(l, {sites[0].get(), sites[1].get(), sites[2].get(), sites[3].get()});
+    executor.set_observer(&observer);
+    for (std::size_t s = 0; s < chunks.size(); ++s)
+      for (int p0 = 0; p0 < ctx; p0 += kRows)
+        executor.forward_block(l, rows_of(s, p0), std::min(kRows, ctx - p0), p0);
+    executor.set_observer(nullptr);
+    for (auto& site : sites) sink(site->finish());
+    if (progress) progress(l + 1, total);
+  }
+  SiteAccumulator classifier("output", c.dim, gram);
+  BlockObserver observer(-1, {&classifier});
+  executor.set_observer(&observer);
+  for (std::size_t s = 0; s < chunks.size(); ++s)
+    for (int p0 = 0; p0 < ctx; p0 += kRows)
+      executor.forward_head(rows_of(s, p0), std::min(kRows, ctx - p0), nullptr);
+  executor.set_observer(nullptr);
+  sink(classifier.finish());
+  if (progress) progress(total, total);
+}
+
+}  // namespace qforge

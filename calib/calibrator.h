@@ -1,0 +1,38 @@
+// The calibration pass: a model run over `samples` chunks of `ctx` tokens of a text,
+// recording every linear input (calib/activation_stats.h). It runs a block at a time
+// over all chunks, so only one block's accumulators (and Gram matrices) live at once:
+//
+//   residual[s] = embedding(chunk s)                    samples x ctx x dim floats
+//   for block l:  for chunk s:  residual[s] = block_l(residual[s])   (observing its 4 inputs)
+//                 -> the 4 sites of block l, finished and handed to `sink`
+//   for chunk s:  head(residual[s])                                   (observing its input)
+//                 -> the classifier's site
+//
+// Each chunk starts with BOS at position 0, as perplexity's chunks do; what every block
+// computes is what forward() computes for that chunk, bit for bit.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "calib/activation_stats.h"
+#include "model/llama_executor.h"
+
+namespace qforge {
+
+// `samples` chunks of `ctx` tokens from `tokens` (which start with BOS): chunk i is BOS
+// followed by tokens [1 + i (ctx - 1), 1 + (i + 1)(ctx - 1)). Throws naming `text_path`
+// when the text holds fewer than one chunk; fewer than `samples`: as many as it holds.
+std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, int samples, int ctx,
+                                                 int bos, const std::string& text_path);
+
+using SiteSink = std::function<void(const SiteStatistics&)>;
+using CalibrationProgress = std::function<void(int done, int total)>;
+
+// The executor's cache must hold `ctx` positions. Sites reach `sink` in forward order.
+void run_calibration(LlamaExecutor& executor, const LlamaConfig& config,
+                     const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
+                     const CalibrationProgress& progress = {});
+
+}  // namespace qforge
