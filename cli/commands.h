@@ -10,6 +10,7 @@ void register_calibrate(CLI::App& app);
 void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
+void register_quant_report(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_run(CLI::App& app);
 void register_synth(CLI::App& app);

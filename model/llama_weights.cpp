@@ -362,6 +362,20 @@ std::vector<std::pair<std::string, const LinearLayer*>> LlamaWeights::named_laye
   return out;
 }
 
+std::unique_ptr<LinearLayer>& LlamaWeights::linear_slot(std::string_view name) {
+  if (name == "output") return classifier;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view role = name.substr(prefix.size());
+    if (role == "attn_qkv") return layers[l].wqkv;
+    if (role == "attn_output") return layers[l].wo;
+    if (role == "ffn_gate_up") return layers[l].gate_up;
+    if (role == "ffn_down") return layers[l].down;
+  }
+  fail("no linear layer named '", name, "'");
+}
+
 std::uint64_t LlamaWeights::weight_bytes() const {
   std::uint64_t bytes = embedding.bytes() + output_norm.size() * sizeof(float);
   for (const LayerWeights& layer : layers) {

@@ -81,6 +81,9 @@ struct LlamaWeights {
   // Each linear layer by name ("blk.0.attn_qkv", "blk.0.attn_output", "blk.0.ffn_gate_up",
   // "blk.0.ffn_down", ..., "output"), in forward order.
   std::vector<std::pair<std::string, const LinearLayer*>> named_layers() const;
+  // The slot of the linear layer of that name (as named_layers() names it), to swap a
+  // layer between two models of the same shape; throws if there is none.
+  std::unique_ptr<LinearLayer>& linear_slot(std::string_view name);
   // Bytes of all weights as stored for inference (linear layers, embedding, norms).
   std::uint64_t weight_bytes() const;
   // Bytes of weights one decode step reads (all linear layers and norms, one embedding row).

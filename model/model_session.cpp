@@ -14,6 +14,7 @@ std::unique_ptr<ModelSession> open_session(const std::string& path, const Precis
   auto session = std::make_unique<ModelSession>(
       load_model(path, precision, tokenizer_path, threads, progress));
   session->threads = threads;
+  session->path = path;
   set_dense_threads(session->threads);
   session->pool =
       std::make_unique<ThreadPool>(session->model.weights.has_jit_layers() ? session->threads : 1);

@@ -18,6 +18,7 @@ namespace qforge {
 struct ModelSession {
   explicit ModelSession(LoadedModel loaded) : model(std::move(loaded)) {}
   LoadedModel model;
+  std::string path;  // the model file
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<LlamaExecutor> executor;
   int threads = 1;

@@ -1,0 +1,131 @@
+// qforge quant-report -m MODEL -f TEXT --quant Q [policy flags] [--ctx N] [--chunks N]
+//                     [--json] [--svg FILE]
+// Per linear layer: weight error, output error / SNR on the f32 inputs of the text,
+// activation outliers and their int8 error, and the sensitivity (the logits' KLD with
+// only that layer quantized); sorted by sensitivity (calib/quant_report.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calib/quant_report.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/output_file.h"
+#include "cli/progress_bar.h"
+#include "cli/sensitivity_chart.h"
+#include "cli/text_file.h"
+
+namespace qforge::cli {
+namespace {
+
+struct Options {
+  ModelOptions model;
+  std::string text;
+  std::string svg;
+  int ctx = 0;
+  int chunks = 0;
+  bool json = false;
+};
+
+nlohmann::json to_json(const LayerQuantReport& l) {
+  return {{"name", l.name},
+          {"kind", l.kind},
+          {"scheme", l.scheme},
+          {"quantized_bytes", l.quantized_bytes},
+          {"f32_bytes", l.f32_bytes},
+          {"weight_rel_rms", l.weight_rel_rms},
+          {"output_rel_rms", l.output_rel_rms},
+          {"output_snr_db", std::isfinite(l.output_snr_db) ? nlohmann::json(l.output_snr_db)
+                                                           : nlohmann::json(nullptr)},
+          {"outlier_ratio", l.outlier_ratio},
+          {"activation_rel_rms", l.activation_rel_rms},
+          {"sensitivity_kld", l.sensitivity_kld},
+          {"sensitivity_kld_stderr", l.sensitivity_kld_stderr}};
+}
+
+void quant_report(const Options& o) {
+  const int threads = apply_model_options(o.model).threads;
+  const Precision precision =
+      model_precision(o.model, o.model.quant.empty() ? "int8" : o.model.quant);
+  QF_REQUIRE(o.svg.empty() || o.svg != o.text, "--svg: would overwrite the text ", o.text);
+  const std::string text = read_text_file(o.text);
+  auto quantized = open_model_session(o.model, precision, threads, 0, o.json);
+  auto f32 = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
+  const LlamaConfig& c = f32->model.weights.config;
+  const int ctx = o.ctx > 0 ? o.ctx : std::min(256, c.seq_len);
+  QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
+  const std::vector<int> tokens = f32->model.tokenizer.encode(text, true, false);
+  QF_REQUIRE(tokens.size() >= static_cast<std::size_t>(ctx), o.text, ": ", tokens.size(),
+             " tokens, fewer than one chunk of --ctx ", ctx);
+  ProgressBar bar("quant-report", o.json);
+  QuantReportOptions options;
+  options.ctx = ctx;
+  options.max_chunks = o.chunks;
+  const QuantReport report =
+      make_quant_report(*f32, *quantized, tokens, options, threads,
+                        [&bar](int done, int total) { bar.update(done, total, "steps"); });
+  bar.finish();
+
+  std::vector<LayerQuantReport> sorted = report.layers;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.sensitivity_kld > b.sensitivity_kld;
+  });
+  if (!o.svg.empty())
+    write_file_atomically(o.svg, sensitivity_svg(report, o.model.model + ", " + report.precision +
+                                                             ": per-layer sensitivity"));
+  if (o.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerQuantReport& l : sorted) layers.push_back(to_json(l));
+    const nlohmann::json j = {{"model", o.model.model},
+                              {"text", o.text},
+                              {"precision", report.precision},
+                              {"policy", report.policy},
+                              {"ctx", report.ctx},
+                              {"chunks", report.chunks},
+                              {"scored_tokens", report.scored_tokens},
+                              {"full_kld", report.full_kld},
+                              {"full_kld_stderr", report.full_kld_stderr},
+                              {"layers", layers}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("%s, %s: %d chunks of %d tokens of %s, %lld scored\npolicy: %s\n",
+              o.model.model.c_str(), report.precision.c_str(), report.chunks, report.ctx,
+              o.text.c_str(), static_cast<long long>(report.scored_tokens), report.policy.c_str());
+  std::printf("%-18s %-10s %9s %9s %8s %8s %9s %11s %10s\n", "layer (by KLD)", "scheme", "w relRMS",
+              "out relRMS", "SNR dB", "outliers", "act relRMS", "KLD alone", "+/-");
+  for (const LayerQuantReport& l : sorted)
+    std::printf("%-18s %-10s %9.5f %10.5f %8.2f %8.2f %10.5f %11.6f %10.6f\n", l.name.c_str(),
+                l.scheme.c_str(), l.weight_rel_rms, l.output_rel_rms, l.output_snr_db,
+                l.outlier_ratio, l.activation_rel_rms, l.sensitivity_kld, l.sensitivity_kld_stderr);
+  double sum = 0;
+  for (const LayerQuantReport& l : report.layers) sum += l.sensitivity_kld;
+  std::printf("every layer quantized: mean KLD %.6f +/- %.6f (sum of the single-layer KLDs %.6f)\n",
+              report.full_kld, report.full_kld_stderr, sum);
+}
+
+}  // namespace
+
+void register_quant_report(CLI::App& app) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "quant-report",
+      "Per-layer quantization error and sensitivity (KLD with one layer quantized)");
+  add_model_options(cmd, options->model);
+  cmd->add_option("-f,--file", options->text, "Text: the layer inputs and the KLD chunks")
+      ->required();
+  cmd->add_option("--ctx", options->ctx, "Tokens per chunk (default: min(256, context))")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunks", options->chunks, "Chunks of the text for the KLDs (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--svg", options->svg, "Also draw the sensitivities as a bar chart (SVG)");
+  cmd->add_flag("--json", options->json, "One JSON object on stdout (layers sorted by KLD)");
+  cmd->callback([options] { quant_report(*options); });
+}
+
+}  // namespace qforge::cli
