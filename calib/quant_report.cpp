@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "calib/kld_evaluator.h"
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
 #include "model/perplexity.h"
@@ -115,12 +116,6 @@ double outlier_ratio(const std::vector<float>& x, std::int64_t k) {
   return *mid > 0 ? top / *mid : 0.0;
 }
 
-ChunkLogits logits_of(LlamaExecutor& executor) {
-  return [&executor](std::span<const int> chunk) {
-    return executor.forward(chunk, 0, /*all_logits=*/true);
-  };
-}
-
 }  // namespace
 
 std::vector<std::string> layer_tensor_patterns(const std::string& layer) {
@@ -156,27 +151,14 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
   };
 
   // The f32 logits of every chunk, once; the reference of each KLD below.
-  std::vector<std::vector<float>> reference;
   const int bos = quantized.model.tokenizer.bos_id();
-  const PerplexityResult base =
-      evaluate_perplexity(text, o.ctx, c.vocab_size, bos, [&](std::span<const int> chunk) {
-        const std::span<const float> l = f32.executor->forward(chunk, 0, true);
-        reference.emplace_back(l.begin(), l.end());
-        return l;
-      });
-  (void)base;
-  auto against_reference = [&](LlamaExecutor& executor) {
-    std::size_t next = 0;
-    return evaluate_perplexity(
-        text, o.ctx, c.vocab_size, bos, logits_of(executor),
-        [&](std::span<const int>) { return std::span<const float>(reference.at(next++)); });
-  };
+  const KldEvaluator kld(*f32.executor, text, o.ctx, chunks, bos);
   QuantReport report;
   report.precision = to_string(qw.precision);
   report.policy = policy_summary(qw);
   report.ctx = o.ctx;
   report.chunks = chunks;
-  const PerplexityResult full = against_reference(*quantized.executor);
+  const PerplexityResult full = kld.evaluate(*quantized.executor);
   report.full_kld = full.mean_kld;
   report.full_kld_stderr = full.kld_stderr;
   report.scored_tokens = full.scored_tokens;
@@ -217,7 +199,7 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
     // Only this layer quantized: swapped into the f32 model and back.
     std::swap(f32_slot, q_slot);
     try {
-      const PerplexityResult one = against_reference(*f32.executor);
+      const PerplexityResult one = kld.evaluate(*f32.executor);
       r.sensitivity_kld = one.mean_kld;
       r.sensitivity_kld_stderr = one.kld_stderr;
     } catch (...) {

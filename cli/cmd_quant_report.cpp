@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "calib/auto_policy.h"
 #include "calib/quant_report.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -30,6 +32,10 @@ struct Options {
   int ctx = 0;
   int chunks = 0;
   bool json = false;
+  bool auto_policy = false;
+  double target_kld = 0;
+  std::uint64_t max_bytes = 0;
+  std::string upgrade = "int8";
 };
 
 nlohmann::json to_json(const LayerQuantReport& l) {
@@ -53,6 +59,13 @@ void quant_report(const Options& o) {
   const Precision precision =
       model_precision(o.model, o.model.quant.empty() ? "int8" : o.model.quant);
   QF_REQUIRE(o.svg.empty() || o.svg != o.text, "--svg: would overwrite the text ", o.text);
+  QF_REQUIRE(!o.auto_policy || (o.target_kld > 0) != (o.max_bytes > 0),
+             "--auto-policy: give one of --target-kld and --max-bytes");
+  QF_REQUIRE(o.auto_policy || (o.target_kld == 0 && o.max_bytes == 0),
+             "--target-kld / --max-bytes: only with --auto-policy");
+  const Precision upgrade_precision = model_precision(o.model, o.upgrade);
+  QF_REQUIRE(!o.auto_policy || upgrade_precision.quantized, "--upgrade ", o.upgrade,
+             ": the upgrade scheme must be a quantized scheme (int8, int8-g<G>, ...)");
   const std::string text = read_text_file(o.text);
   auto quantized = open_model_session(o.model, precision, threads, 0, o.json);
   auto f32 = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
@@ -70,6 +83,14 @@ void quant_report(const Options& o) {
       make_quant_report(*f32, *quantized, tokens, options, threads,
                         [&bar](int done, int total) { bar.update(done, total, "steps"); });
   bar.finish();
+  std::optional<AutoPolicy> chosen;
+  if (o.auto_policy) {
+    auto upgrade = open_model_session(o.model, upgrade_precision, threads, ctx, o.json);
+    const KldEvaluator kld(*f32->executor, tokens, ctx, report.chunks,
+                           f32->model.tokenizer.bos_id());
+    chosen = choose_auto_policy(report, *quantized, *upgrade, kld,
+                                AutoPolicyGoal{o.target_kld, o.max_bytes});
+  }
 
   std::vector<LayerQuantReport> sorted = report.layers;
   std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
@@ -91,7 +112,20 @@ void quant_report(const Options& o) {
                               {"full_kld", report.full_kld},
                               {"full_kld_stderr", report.full_kld_stderr},
                               {"layers", layers}};
-    std::printf("%s\n", j.dump().c_str());
+    nlohmann::json out = j;
+    if (chosen)
+      out["auto_policy"] = {{"quant", o.model.quant.empty() ? "int8" : o.model.quant},
+                            {"upgrade", o.upgrade},
+                            {"flags", chosen->flags},
+                            {"upgraded", chosen->upgraded},
+                            {"kld", chosen->kld},
+                            {"kld_stderr", chosen->kld_stderr},
+                            {"bytes", chosen->bytes},
+                            {"base_bytes", chosen->base_bytes},
+                            {"upgrade_bytes", chosen->upgrade_bytes},
+                            {"met", chosen->met},
+                            {"evaluations", chosen->evaluations}};
+    std::printf("%s\n", out.dump().c_str());
     return;
   }
   std::printf("%s, %s: %d chunks of %d tokens of %s, %lld scored\npolicy: %s\n",
@@ -107,6 +141,20 @@ void quant_report(const Options& o) {
   for (const LayerQuantReport& l : report.layers) sum += l.sensitivity_kld;
   std::printf("every layer quantized: mean KLD %.6f +/- %.6f (sum of the single-layer KLDs %.6f)\n",
               report.full_kld, report.full_kld_stderr, sum);
+  if (!chosen) return;
+  const char* goal = o.target_kld > 0 ? "--target-kld" : "--max-bytes";
+  std::printf(
+      "auto-policy (%s %s, %zu of %zu layers upgraded to %s, %d models measured): %s\n"
+      "  --quant %s %s\n"
+      "  mean KLD %.6f +/- %.6f; linear layers %.2f MiB (uniform %s %.2f MiB, uniform %s "
+      "%.2f MiB)\n",
+      goal,
+      o.target_kld > 0 ? std::to_string(o.target_kld).c_str() : std::to_string(o.max_bytes).c_str(),
+      chosen->upgraded.size(), report.layers.size(), o.upgrade.c_str(), chosen->evaluations,
+      chosen->met ? "met" : "NOT met (every candidate upgraded)",
+      o.model.quant.empty() ? "int8" : o.model.quant.c_str(), chosen->flags.c_str(), chosen->kld,
+      chosen->kld_stderr, chosen->bytes / 1048576.0, report.precision.c_str(),
+      chosen->base_bytes / 1048576.0, o.upgrade.c_str(), chosen->upgrade_bytes / 1048576.0);
 }
 
 }  // namespace
@@ -125,6 +173,16 @@ void register_quant_report(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--svg", options->svg, "Also draw the sensitivities as a bar chart (SVG)");
   cmd->add_flag("--json", options->json, "One JSON object on stdout (layers sorted by KLD)");
+  cmd->add_flag("--auto-policy", options->auto_policy,
+                "Choose per-layer schemes: upgrade the layers that cost most KLD per byte "
+                "saved to --upgrade until --target-kld is met or --max-bytes is full");
+  cmd->add_option("--target-kld", options->target_kld, "With --auto-policy: the KLD to meet")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-bytes", options->max_bytes,
+                  "With --auto-policy: the linear layers' byte budget")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--upgrade", options->upgrade,
+                  "With --auto-policy: the scheme of upgraded layers (default int8)");
   cmd->callback([options] { quant_report(*options); });
 }
 

@@ -270,5 +270,50 @@ TEST(Calibrate, WritesAFileAndRefusesAShortText) {
   std::filesystem::remove(short_text);
 }
 
+// --auto-policy chooses on the calibration text; the flags it prints, passed back to
+// perplexity on the (disjoint) eval text, meet the target with fewer bytes than uniform
+// int8, the first uniform scheme that meets it.
+TEST(QuantReport, AutoPolicyMeetsItsTargetOnTheEvalTextWithFewerBytes) {
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  const auto r = test::run_command(kQforge + " quant-report -m " + stories() + " -f " + calib_text +
+                                   " --quant int4-g32 -t 2 --auto-policy --target-kld 0.05 "
+                                   "--json --svg " +
+                                   temp_path("sens.svg"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 1u) << r.output;
+  const auto& report = records[0];
+  ASSERT_EQ(report["layers"].size(), 21u);
+  for (std::size_t i = 1; i < report["layers"].size(); ++i)  // sorted by sensitivity
+    EXPECT_GE(report["layers"][i - 1]["sensitivity_kld"].get<double>(),
+              report["layers"][i]["sensitivity_kld"].get<double>());
+  EXPECT_GT(report["full_kld"].get<double>(), 0.05);
+  const auto& a = report["auto_policy"];
+  EXPECT_TRUE(a["met"].get<bool>());
+  EXPECT_LE(a["kld"].get<double>(), 0.05);
+  EXPECT_LT(a["bytes"].get<double>(), a["upgrade_bytes"].get<double>());
+  EXPECT_GT(a["bytes"].get<double>(), a["base_bytes"].get<double>());
+  EXPECT_TRUE(std::filesystem::exists(temp_path("sens.svg")));
+  std::filesystem::remove(temp_path("sens.svg"));
+
+  const auto check =
+      test::run_command(kQforge + " perplexity -m " + stories() + " -f " + eval_text() +
+                        " --ctx 256 -t 2 --json --quant int4-g32 " + a["flags"].get<std::string>());
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  const auto measured = json_lines(check.output);
+  ASSERT_EQ(measured.size(), 1u);
+  EXPECT_LE(measured[0]["mean_kld"].get<double>(), 0.05) << a.dump();
+  const auto int8 = test::run_command(kQforge + " perplexity -m " + stories() + " -f " +
+                                      eval_text() + " --ctx 256 -t 2 --json --quant int8");
+  ASSERT_EQ(int8.exit_code, 0);
+  EXPECT_LE(json_lines(int8.output)[0]["mean_kld"].get<double>(), 0.05);
+
+  const auto bad = test::run_command(kQforge + " quant-report -m " + stories() + " -f " +
+                                     calib_text + " --auto-policy");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--target-kld"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace qforge
