@@ -47,8 +47,8 @@ void perplexity(const Options& o) {
 
   // The f32 model, for the divergence of a quantized (or bf16) run.
   const bool reference_needed =
-      !o.no_kld &&
-      (precision.quantized || precision.dense != DenseType::f32 || !precision.rules.empty());
+      !o.no_kld && (precision.quantized || precision.dense != DenseType::f32 ||
+                    !precision.rules.empty() || precision.kv != KvType::f32);
   std::unique_ptr<ModelSession> reference;
   if (reference_needed)
     reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);

@@ -6,6 +6,7 @@
 #include "cli/progress_bar.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
+#include "model/kv_cache.h"
 
 namespace qforge::cli {
 
@@ -27,6 +28,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
   cmd->add_option("--tensor-type", o.tensor_types,
                   "PATTERN=SCHEME: the matching tensors get SCHEME (int8, int4-g32, f32, bf16, "
                   "native, ...); applied after --keep, the last match wins; repeatable");
+  cmd->add_option("--kv", o.kv,
+                  "KV cache type: f32 (default) | bf16 | int8 (one scale per position and kv "
+                  "head: a quarter of f32's bytes)");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-isa", o.max_isa, "Cap the kernel ISA: " + valid_isa_names());
@@ -45,6 +49,7 @@ Precision model_precision(const ModelOptions& o) {
 
 Precision model_precision(const ModelOptions& o, std::string_view quant) {
   Precision precision = parse_precision(quant, o.lm_head);
+  if (!o.kv.empty()) precision.kv = parse_kv_type(o.kv, "--kv");
   if (!o.preset.empty()) precision.rules = preset_rules(o.preset);
   for (const std::string& keep : o.keeps) precision.rules.push_back(parse_keep_rule(keep));
   for (const std::string& type : o.tensor_types)

@@ -22,6 +22,7 @@ struct ModelOptions {
   std::string preset;                     // --preset: named rules, before the flags below
   std::vector<std::string> tensor_types;  // --tensor-type PATTERN=SCHEME, in order
   std::vector<std::string> keeps;         // --keep PATTERN[=f32|bf16], in order
+  std::string kv;                         // --kv f32 | bf16 | int8 ("" = f32)
   int threads = 0;
   std::string max_isa;
   std::string tokenizer;
@@ -30,7 +31,7 @@ struct ModelOptions {
 };
 
 // Adds -m, --quant (unless `with_quant` is false), --lm-head, --preset, --tensor-type,
-// --keep, -t, --max-isa, --tokenizer, --amx, --tuning and --no-tuning.
+// --keep, --kv, -t, --max-isa, --tokenizer, --amx, --tuning and --no-tuning.
 void add_model_options(CLI::App* cmd, ModelOptions& options, bool with_quant = true);
 
 // The precision of `quant` (default: --quant) with --lm-head and the policy rules:

@@ -69,7 +69,7 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
       pool_(pool),
       config_(weights.config),
       cache_(config_.n_layers, positions > 0 ? positions : config_.seq_len, config_.n_kv_heads,
-             config_.head_dim),
+             config_.head_dim, weights.precision.kv),
       qkv_columns_(config_.dim + 2 * config_.kv_dim()) {
   const auto rows = static_cast<std::size_t>(kChunkRows);
   x_.resize(rows * config_.dim);
@@ -221,23 +221,22 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
       const int heads = group * (slice + 1) / slices - group * slice / slices;
       const int count = start + r + 1;
       // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h).
-      const float* keys = cache_.key(layer, kv_head, 0);
-      const float* values = cache_.value(layer, kv_head, 0);
+      const KvRows keys = cache_.keys(layer, kv_head);
+      const KvRows values = cache_.values(layer, kv_head);
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + first * head_dim;
       float* out = xb_.data() + std::size_t(r) * c.dim + first * head_dim;
       auto head_scores = [&](int h) { return scores + std::size_t(h) * cache_.positions(); };
       for (int p0 = 0; p0 < count; p0 += block) {
         const int n = std::min(block, count - p0);
         for (int h = 0; h < heads; ++h)
-          dot_rows(q + h * head_dim, keys + std::size_t(p0) * head_dim, head_dim, n, head_dim,
-                   scale, head_scores(h) + p0);
+          dot_rows(q + h * head_dim, keys.from(p0), n, head_dim, scale, head_scores(h) + p0);
       }
       for (int h = 0; h < heads; ++h) softmax(head_scores(h), count);
       for (int p0 = 0; p0 < count; p0 += block) {
         const int n = std::min(block, count - p0);
         for (int h = 0; h < heads; ++h)
-          weighted_rows(head_scores(h) + p0, values + std::size_t(p0) * head_dim, head_dim, n,
-                        head_dim, /*accumulate=*/p0 > 0, out + h * head_dim);
+          weighted_rows(head_scores(h) + p0, values.from(p0), n, head_dim,
+                        /*accumulate=*/p0 > 0, out + h * head_dim);
       }
     }
   });

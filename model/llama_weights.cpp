@@ -11,6 +11,7 @@
 #include "model/dense_linear.h"
 #include "model/ggml_repack.h"
 #include "model/jit_linear.h"
+#include "model/kv_cache.h"
 #include "model/tensor_policy.h"
 #include "ops/quant/pack.h"
 
@@ -330,12 +331,14 @@ Precision parse_precision(std::string_view quant, std::string_view lm_head) {
 
 std::string to_string(const Precision& precision) {
   const char* dense = precision.dense == DenseType::bf16 ? "bf16" : "f32";
-  if (!precision.quantized) return dense;
+  const std::string kv =
+      precision.kv == KvType::f32 ? "" : std::string(", kv ") + to_string(precision.kv);
+  if (!precision.quantized) return dense + kv;
   std::string out = precision.native
                         ? "native (Q8_0/Q4_0/Q4_1 kept; else " + to_string(precision.scheme) + ")"
                         : to_string(precision.scheme);
   if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";
-  return out;
+  return out + kv;
 }
 
 std::vector<GemmKey> LlamaWeights::warmup_keys() const {

@@ -30,6 +30,7 @@
 
 #include "jit/gemm/gemm_key.h"
 #include "model/embedding_table.h"
+#include "model/kv_rows.h"
 #include "model/linear_layer.h"
 #include "model/llama_config.h"
 #include "model/model_file.h"
@@ -50,6 +51,7 @@ struct Precision {
   // Per-tensor choices over the defaults above (model/tensor_policy.h): presets, then
   // --tensor-type / --keep in the order given; the last match decides.
   std::vector<TensorRule> rules;
+  KvType kv = KvType::f32;  // the KV cache's element type (model/kv_cache.h)
 };
 
 // "f32" | "bf16" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" | "native" | "" (=

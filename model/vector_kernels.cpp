@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "jit/base/half_float.h"
 #include "jit/cpu/cpu_info.h"
 
 namespace qforge {
@@ -15,50 +16,76 @@ bool use_avx2() {
   return avx2;
 }
 
+// Eight cached values from element `index` of rows of type T, as floats (exact: int8 and
+// bf16 widen without rounding).
+template <KvType T>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 load8(const void* base,
+                                                                       std::int64_t index) {
+  if constexpr (T == KvType::f32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + index);
+  } else if constexpr (T == KvType::bf16) {
+    const __m128i h = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const std::uint16_t*>(base) + index));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    const __m128i b = _mm_loadl_epi64(
+        reinterpret_cast<const __m128i*>(static_cast<const std::int8_t*>(base) + index));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  }
+}
+
+template <KvType T>
+inline float element(const void* base, std::int64_t index) {
+  if constexpr (T == KvType::f32) return static_cast<const float*>(base)[index];
+  if constexpr (T == KvType::bf16)
+    return bf16_to_f32(static_cast<const std::uint16_t*>(base)[index]);
+  return static_cast<float>(static_cast<const std::int8_t*>(base)[index]);
+}
+
 __attribute__((target("avx2,fma"), always_inline)) inline float horizontal_sum(__m256 v) {
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
+template <KvType T>
 __attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const float* a,
-                                                                         const float* b, int n) {
+                                                                         const void* b, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8<T>(b, i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8<T>(b, i + 8), s1);
   }
   if (i + 8 <= n) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8<T>(b, i), s0);
     i += 8;
   }
   float sum = horizontal_sum(_mm256_add_ps(s0, s1));
-  for (; i < n; ++i) sum += a[i] * b[i];
+  for (; i < n; ++i) sum += a[i] * element<T>(b, i);
   return sum;
 }
 
 // Four positions at a time: one accumulator per row, the four reduced together
 //   a0..a3 (8 lanes each) -> hadd -> hadd -> low + high half = [s0 s1 s2 s3]
-// so the horizontal sum costs a quarter of what it would per row.
-__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const float* k,
-                                                       std::int64_t stride, int count, int n,
-                                                       float divisor, float* scores) {
+// so the horizontal sum costs a quarter of what it would per row. int8 rows: each sum
+// times its row's scale, then the divisor.
+template <KvType T>
+__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const KvRows& k, int count,
+                                                       int n, float divisor, float* scores) {
   const int vector_end = n / 8 * 8;
   const __m128 divisor4 = _mm_set1_ps(divisor);
+  const std::int64_t stride = k.stride;
   int p = 0;
   for (; p + 4 <= count; p += 4) {
-    const float* k0 = k + p * stride;
-    const float* k1 = k0 + stride;
-    const float* k2 = k1 + stride;
-    const float* k3 = k2 + stride;
+    const std::int64_t r0 = p * stride, r1 = r0 + stride, r2 = r1 + stride, r3 = r2 + stride;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int i = 0; i < vector_end; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+      a0 = _mm256_fmadd_ps(qv, load8<T>(k.data, r0 + i), a0);
+      a1 = _mm256_fmadd_ps(qv, load8<T>(k.data, r1 + i), a1);
+      a2 = _mm256_fmadd_ps(qv, load8<T>(k.data, r2 + i), a2);
+      a3 = _mm256_fmadd_ps(qv, load8<T>(k.data, r3 + i), a3);
     }
     const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
     __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -66,22 +93,28 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const flo
       alignas(16) float tail[4];
       _mm_store_ps(tail, sums);
       for (int i = vector_end; i < n; ++i) {
-        tail[0] += q[i] * k0[i];
-        tail[1] += q[i] * k1[i];
-        tail[2] += q[i] * k2[i];
-        tail[3] += q[i] * k3[i];
+        tail[0] += q[i] * element<T>(k.data, r0 + i);
+        tail[1] += q[i] * element<T>(k.data, r1 + i);
+        tail[2] += q[i] * element<T>(k.data, r2 + i);
+        tail[3] += q[i] * element<T>(k.data, r3 + i);
       }
       sums = _mm_load_ps(tail);
     }
+    if constexpr (T == KvType::int8) sums = _mm_mul_ps(sums, _mm_loadu_ps(k.scales + p));
     _mm_storeu_ps(scores + p, _mm_div_ps(sums, divisor4));
   }
-  for (; p < count; ++p) scores[p] = dot_avx2(q, k + p * stride, n) / divisor;
+  for (; p < count; ++p) {
+    float sum = dot_avx2<T>(q, static_cast<const char*>(k.from(p).data), n);
+    if constexpr (T == KvType::int8) sum *= k.scales[p];
+    scores[p] = sum / divisor;
+  }
 }
 
-// y[i0 .. i0 + 8 * V) in V registers, positions added in order.
-template <int V>
+// y[i0 .. i0 + 8 * V) in V registers, positions added in order (int8 rows: each
+// position's weight times its row's scale).
+template <int V, KvType T>
 __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
-    const float* w, const float* v, std::int64_t stride, int count, bool accumulate, float* y) {
+    const float* w, const KvRows& v, std::int64_t column, int count, bool accumulate, float* y) {
   // Fully unrolled, so acc[] lives in registers (a rolled j loop keeps it on the stack
   // and puts a store-to-load round trip in every fma's dependency chain).
   __m256 acc[V];
@@ -89,25 +122,30 @@ __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
   for (int j = 0; j < V; ++j)
     acc[j] = accumulate ? _mm256_loadu_ps(y + 8 * j) : _mm256_setzero_ps();
   for (int p = 0; p < count; ++p) {
-    const __m256 weight = _mm256_set1_ps(w[p]);
-    const float* row = v + p * stride;
+    const float wp = T == KvType::int8 ? w[p] * v.scales[p] : w[p];
+    const __m256 weight = _mm256_set1_ps(wp);
+    const std::int64_t row = p * v.stride + column;
 #pragma GCC unroll 8
     for (int j = 0; j < V; ++j)
-      acc[j] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * j), acc[j]);
+      acc[j] = _mm256_fmadd_ps(weight, load8<T>(v.data, row + 8 * j), acc[j]);
   }
 #pragma GCC unroll 8
   for (int j = 0; j < V; ++j) _mm256_storeu_ps(y + 8 * j, acc[j]);
 }
 
-__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const float* v,
-                                                            std::int64_t stride, int count, int n,
-                                                            bool accumulate, float* y) {
+template <KvType T>
+__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const KvRows& v,
+                                                            int count, int n, bool accumulate,
+                                                            float* y) {
   int i = 0;
-  for (; i + 64 <= n; i += 64) weighted_block<8>(w, v + i, stride, count, accumulate, y + i);
-  for (; i + 8 <= n; i += 8) weighted_block<1>(w, v + i, stride, count, accumulate, y + i);
+  for (; i + 64 <= n; i += 64) weighted_block<8, T>(w, v, i, count, accumulate, y + i);
+  for (; i + 8 <= n; i += 8) weighted_block<1, T>(w, v, i, count, accumulate, y + i);
   for (; i < n; ++i) {
     float sum = accumulate ? y[i] : 0.f;
-    for (int p = 0; p < count; ++p) sum = std::fma(w[p], v[p * stride + i], sum);
+    for (int p = 0; p < count; ++p) {
+      const float wp = T == KvType::int8 ? w[p] * v.scales[p] : w[p];
+      sum = std::fma(wp, element<T>(v.data, p * v.stride + i), sum);
+    }
     y[i] = sum;
   }
 }
@@ -162,24 +200,73 @@ __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
 
 }  // namespace
 
-void dot_rows(const float* q, const float* k, std::int64_t stride, int count, int n, float divisor,
-              float* scores) {
-  if (use_avx2()) return dot_rows_avx2(q, k, stride, count, n, divisor, scores);
+void dot_rows(const float* q, const KvRows& k, int count, int n, float divisor, float* scores) {
+  if (use_avx2()) {
+    switch (k.type) {
+      case KvType::f32:
+        return dot_rows_avx2<KvType::f32>(q, k, count, n, divisor, scores);
+      case KvType::bf16:
+        return dot_rows_avx2<KvType::bf16>(q, k, count, n, divisor, scores);
+      case KvType::int8:
+        return dot_rows_avx2<KvType::int8>(q, k, count, n, divisor, scores);
+    }
+  }
+  dot_rows_reference(q, k, count, n, divisor, scores);
+}
+
+void weighted_rows(const float* w, const KvRows& v, int count, int n, bool accumulate, float* y) {
+  if (use_avx2()) {
+    switch (v.type) {
+      case KvType::f32:
+        return weighted_rows_avx2<KvType::f32>(w, v, count, n, accumulate, y);
+      case KvType::bf16:
+        return weighted_rows_avx2<KvType::bf16>(w, v, count, n, accumulate, y);
+      case KvType::int8:
+        return weighted_rows_avx2<KvType::int8>(w, v, count, n, accumulate, y);
+    }
+  }
+  weighted_rows_reference(w, v, count, n, accumulate, y);
+}
+
+float kv_value(const KvRows& rows, int p, int i) {
+  const std::int64_t index = p * rows.stride + i;
+  switch (rows.type) {
+    case KvType::bf16:
+      return element<KvType::bf16>(rows.data, index);
+    case KvType::int8:
+      return rows.scales[p] * element<KvType::int8>(rows.data, index);
+    case KvType::f32:
+      break;
+  }
+  return element<KvType::f32>(rows.data, index);
+}
+
+void dot_rows_reference(const float* q, const KvRows& k, int count, int n, float divisor,
+                        float* scores) {
   for (int p = 0; p < count; ++p) {
     float sum = 0.f;
-    for (int i = 0; i < n; ++i) sum += q[i] * k[p * stride + i];
+    for (int i = 0; i < n; ++i) sum += q[i] * kv_value(k, p, i);
     scores[p] = sum / divisor;
   }
 }
 
-void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n,
-                   bool accumulate, float* y) {
-  if (use_avx2()) return weighted_rows_avx2(w, v, stride, count, n, accumulate, y);
+void weighted_rows_reference(const float* w, const KvRows& v, int count, int n, bool accumulate,
+                             float* y) {
   for (int i = 0; i < n; ++i) {
     float sum = accumulate ? y[i] : 0.f;
-    for (int p = 0; p < count; ++p) sum += w[p] * v[p * stride + i];
+    for (int p = 0; p < count; ++p) sum += w[p] * kv_value(v, p, i);
     y[i] = sum;
   }
+}
+
+void dot_rows(const float* q, const float* k, std::int64_t stride, int count, int n, float divisor,
+              float* scores) {
+  dot_rows(q, KvRows{KvType::f32, k, nullptr, stride}, count, n, divisor, scores);
+}
+
+void weighted_rows(const float* w, const float* v, std::int64_t stride, int count, int n,
+                   bool accumulate, float* y) {
+  weighted_rows(w, KvRows{KvType::f32, v, nullptr, stride}, count, n, accumulate, y);
 }
 
 void softmax(float* x, int count) {

@@ -14,11 +14,28 @@
 // across positions (64 columns at a time) and adds the positions in order, one fma each.
 // softmax's exp is a degree-7 polynomial after range reduction, within a few float
 // roundings of exp in double (test_vector_kernels checks the bound).
+//
+// The KvRows forms read the cache's rows in its type (model/kv_rows.h): bf16 and int8
+// values widen to f32 exactly in registers; an int8 row's scale multiplies its dot
+// product (dot_rows) or its weight (weighted_rows), so the sums run on the stored bytes
+// (a quarter of f32's). The *_reference forms are the scalar definitions (each value
+// decoded, sequential sums), used where the CPU lacks AVX2.
 #pragma once
 
 #include <cstdint>
 
+#include "model/kv_rows.h"
+
 namespace qforge {
+
+void dot_rows(const float* q, const KvRows& k, int count, int n, float divisor, float* scores);
+void weighted_rows(const float* w, const KvRows& v, int count, int n, bool accumulate, float* y);
+void dot_rows_reference(const float* q, const KvRows& k, int count, int n, float divisor,
+                        float* scores);
+void weighted_rows_reference(const float* w, const KvRows& v, int count, int n, bool accumulate,
+                             float* y);
+// Value i of row p, decoded.
+float kv_value(const KvRows& rows, int p, int i);
 
 void dot_rows(const float* q, const float* k, std::int64_t stride, int count, int n, float divisor,
               float* scores);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -56,8 +57,10 @@ void rope(Vector& v, int head_dim, int pos, double theta) {
 }
 
 // Logits of every position of `tokens`, each position seeing positions 0..itself.
+// `round_row` rounds each cached kv head's row (head_dim values) as the cache stores it.
 std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
-                                     const std::vector<int>& tokens) {
+                                     const std::vector<int>& tokens,
+                                     void (*round_row)(double*, int) = nullptr) {
   const int head_dim = m.dim / m.n_heads, group = m.n_heads / m.n_kv_heads;
   const std::size_t dim = std::size_t(m.dim), kv_dim = std::size_t(head_dim * m.n_kv_heads);
   auto t = [&](int l, const char* role) -> const std::vector<float>& {
@@ -74,8 +77,14 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
       Vector q = matvec(t(l, "attn_q"), xn, dim), k = matvec(t(l, "attn_k"), xn, kv_dim);
       rope(q, head_dim, int(pos), 500000.0);
       rope(k, head_dim, int(pos), 500000.0);
+      Vector v = matvec(t(l, "attn_v"), xn, kv_dim);
+      if (round_row != nullptr)
+        for (std::size_t h = 0; h < kv_dim; h += std::size_t(head_dim)) {
+          round_row(k.data() + h, head_dim);
+          round_row(v.data() + h, head_dim);
+        }
       keys[l].push_back(k);
-      values[l].push_back(matvec(t(l, "attn_v"), xn, kv_dim));
+      values[l].push_back(v);
       Vector attended(dim, 0.0);
       for (int h = 0; h < m.n_heads; ++h) {
         const std::size_t qo = std::size_t(h * head_dim), ko = std::size_t(h / group * head_dim);
@@ -145,6 +154,80 @@ TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
       }
     }
   }
+  std::filesystem::remove(path);
+}
+
+// int8: s = max|row| / 127, x -> s * round(x / s) (half away from zero), per kv head row.
+void round_int8(double* row, int n) {
+  double absmax = 0;
+  for (int i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(row[i]));
+  const double s = absmax / 127;
+  for (int i = 0; i < n; ++i) row[i] = s > 0 ? s * std::round(row[i] / s) : 0.0;
+}
+
+// bf16: the top 16 bits of the float, rounded to nearest even.
+void round_bf16(double* row, int n) {
+  for (int i = 0; i < n; ++i) {
+    std::uint32_t bits = std::bit_cast<std::uint32_t>(static_cast<float>(row[i]));
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    row[i] = std::bit_cast<float>(bits);
+  }
+}
+
+// The int8 and bf16 caches against the float64 forward whose cached rows are rounded the
+// same way: prompt and decode, every head layout. The executor's k and v come from f32
+// matmuls, so a value near a rounding boundary may round the other way: the bound is
+// looser than f32's, still far below a wrong row, head or scale (O(1)).
+TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("qforge_attention_kv_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  constexpr int kPrompt = 37, kPositions = 70;
+  for (const KvType kv : {KvType::int8, KvType::bf16})
+    for (const int kv_heads : {4, 1}) {
+      test::TinyLlama spec;
+      spec.dim = 512;
+      spec.n_heads = 4;
+      spec.n_kv_heads = kv_heads;
+      spec.context = kPositions;
+      const Weights weights = test::write_tiny_llama(path, spec);
+      std::vector<int> tokens(kPositions);
+      for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 5 + 1) % spec.vocab;
+      const std::vector<Vector> want =
+          reference_logits(weights, spec, tokens, kv == KvType::int8 ? round_int8 : round_bf16);
+      const std::vector<Vector> unrounded = reference_logits(weights, spec, tokens);
+      Precision precision = parse_precision("f32");
+      precision.kv = kv;
+      LoadedModel model = load_model(path, precision);
+      set_dense_threads(1);
+      ThreadPool pool(2);
+      LlamaExecutor executor(model.weights, pool);
+      SCOPED_TRACE(std::string("kv ") + (kv == KvType::int8 ? "int8" : "bf16") + ", kv heads " +
+                   std::to_string(kv_heads));
+      std::vector<std::vector<float>> got;
+      const std::span<const float> prompt =
+          executor.forward(std::span<const int>(tokens.data(), kPrompt), 0, true);
+      for (int p = 0; p < kPrompt; ++p)
+        got.emplace_back(prompt.begin() + p * spec.vocab, prompt.begin() + (p + 1) * spec.vocab);
+      for (int p = kPrompt; p < kPositions; ++p) {
+        const std::span<const float> logits =
+            executor.forward(std::span<const int>(&tokens[std::size_t(p)], 1), p);
+        got.emplace_back(logits.begin(), logits.end());
+      }
+      double worst = 0, worst_unrounded = 0;
+      for (int p = 0; p < kPositions; ++p) {
+        double largest = 0;
+        for (double v : want[p]) largest = std::max(largest, std::fabs(v));
+        for (int i = 0; i < spec.vocab; ++i) {
+          worst = std::max(worst, std::fabs(got[p][i] - want[p][i]) / largest);
+          worst_unrounded =
+              std::max(worst_unrounded, std::fabs(got[p][i] - unrounded[p][i]) / largest);
+        }
+      }
+      EXPECT_LT(worst, 1e-2);
+      // The rounding is really there: the unrounded forward is further away.
+      EXPECT_LT(worst, worst_unrounded);
+    }
   std::filesystem::remove(path);
 }
 
