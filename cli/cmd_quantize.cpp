@@ -1,9 +1,12 @@
 // qforge quantize -m MODEL [--quant Q] [-t N] [--json]: quantizes and packs every linear
 // layer of a model the way `run` would at load time, and reports sizes, packing speed and
 // the quantization error per tensor (relative RMS of dequantized vs original weights).
+// With -o OUT.gguf [--tensor-type P=S] [--keep P] [--preset NAME]: writes the quantized
+// model as a GGUF file that `run` loads without quantizing again (model/quantized_gguf.h).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,8 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/progress_bar.h"
 #include "jit/base/parallel_for.h"
 #include "model/model_file.h"
+#include "model/quantized_gguf.h"
 #include "ops/quant/pack.h"
 
 namespace qforge::cli {
@@ -23,7 +29,51 @@ struct Options {
   std::string quant = "int8";
   int threads = 0;
   bool json = false;
+  std::string out;
+  std::string preset;
+  std::vector<std::string> keeps, tensor_types;
 };
+
+void write_file(const Options& o) {
+  Precision precision = parse_precision(o.quant);
+  precision.rules = policy_rules(o.preset, o.keeps, o.tensor_types);
+  const ModelFile model = open_model(o.model);
+  ProgressBar bar("writing " + o.out, o.json);
+  const auto start = std::chrono::steady_clock::now();
+  const QuantizedFile file = write_quantized_gguf(
+      model, precision, o.out,
+      [&bar](std::size_t done, std::size_t total) { bar.update(done, total, "tensors"); });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bar.finish();
+  std::map<std::string, int> choices;
+  for (const QuantizedFileTensor& t : file.tensors)
+    ++choices[t.choice + " (" + std::string(ggml_type_name(t.type)) + ")"];
+  if (o.json) {
+    nlohmann::json tensors = nlohmann::json::array();
+    for (const QuantizedFileTensor& t : file.tensors)
+      tensors.push_back({{"name", t.name},
+                         {"type", std::string(ggml_type_name(t.type))},
+                         {"choice", t.choice},
+                         {"source_bytes", t.source_bytes},
+                         {"bytes", t.bytes}});
+    const nlohmann::json j = {{"model", o.model},
+                              {"out", o.out},
+                              {"quant", o.quant},
+                              {"rules", rules_as_flags(precision.rules)},
+                              {"source_bytes", file.source_bytes},
+                              {"bytes", file.bytes},
+                              {"seconds", seconds},
+                              {"source_gb_per_s", file.source_bytes / seconds / 1e9},
+                              {"tensors", tensors}};
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("%s: %zu tensors, %.1f MiB -> %.1f MiB in %.2f s (%.2f GB/s of source weights)\n",
+              o.out.c_str(), file.tensors.size(), file.source_bytes / 1048576.0,
+              file.bytes / 1048576.0, seconds, file.source_bytes / seconds / 1e9);
+  for (const auto& [choice, count] : choices) std::printf("  %4d x %s\n", count, choice.c_str());
+}
 
 bool is_linear(const std::string& name) {
   for (const char* role :
@@ -44,6 +94,9 @@ double relative_rms_error(const std::vector<float>& w, const PackedWeights& pack
 }
 
 void run(const Options& o) {
+  if (!o.out.empty()) return write_file(o);
+  QF_REQUIRE(o.preset.empty() && o.keeps.empty() && o.tensor_types.empty(),
+             "quantize: --preset, --keep and --tensor-type apply with -o");
   const QuantScheme scheme = parse_quant_scheme(o.quant, "--quant");
   const ModelFile model = open_model(o.model);
   const int threads = o.threads > 0 ? o.threads : default_load_threads();
@@ -107,6 +160,13 @@ void register_quantize(CLI::App& app) {
                   "int8 | int4 | int8-g<G> | int4-g<G> [-asym] | int8-tensor (default int8)");
   cmd->add_option("-t,--threads", options->threads, "Packing threads (default: all)");
   cmd->add_flag("--json", options->json, "Print as JSON");
+  cmd->add_option("-o,--out", options->out,
+                  "Write the quantized model to this GGUF file (int8-g32 -> Q8_0, int4-g32 -> "
+                  "Q4_0, int4-g32-asym -> Q4_1; `run` loads it without quantizing again)");
+  cmd->add_option("--preset", options->preset, "With -o: policy preset (" + preset_names() + ")");
+  cmd->add_option("--keep", options->keeps, "With -o: PATTERN[=f32|bf16] kept dense; repeatable");
+  cmd->add_option("--tensor-type", options->tensor_types,
+                  "With -o: PATTERN=SCHEME for the matching tensors; repeatable");
   cmd->callback([options] { run(*options); });
 }
 

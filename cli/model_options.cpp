@@ -50,11 +50,18 @@ Precision model_precision(const ModelOptions& o) {
 Precision model_precision(const ModelOptions& o, std::string_view quant) {
   Precision precision = parse_precision(quant, o.lm_head);
   if (!o.kv.empty()) precision.kv = parse_kv_type(o.kv, "--kv");
-  if (!o.preset.empty()) precision.rules = preset_rules(o.preset);
-  for (const std::string& keep : o.keeps) precision.rules.push_back(parse_keep_rule(keep));
-  for (const std::string& type : o.tensor_types)
-    precision.rules.push_back(parse_tensor_type_rule(type));
+  precision.rules = policy_rules(o.preset, o.keeps, o.tensor_types);
   return precision;
+}
+
+std::vector<TensorRule> policy_rules(const std::string& preset,
+                                     const std::vector<std::string>& keeps,
+                                     const std::vector<std::string>& tensor_types) {
+  std::vector<TensorRule> rules;
+  if (!preset.empty()) rules = preset_rules(preset);
+  for (const std::string& keep : keeps) rules.push_back(parse_keep_rule(keep));
+  for (const std::string& type : tensor_types) rules.push_back(parse_tensor_type_rule(type));
+  return rules;
 }
 
 AppliedModelOptions apply_model_options(const ModelOptions& o) {

@@ -39,6 +39,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& options, bool with_quant = t
 // match decides, so `--keep '*' --tensor-type blk.3.ffn_down=int8` quantizes one layer). Throws
 // qforge::Error naming the flag at fault.
 Precision model_precision(const ModelOptions& options);
+// The rules of --preset, --keep and --tensor-type in that order.
+std::vector<TensorRule> policy_rules(const std::string& preset,
+                                     const std::vector<std::string>& keeps,
+                                     const std::vector<std::string>& tensor_types);
 Precision model_precision(const ModelOptions& options, std::string_view quant);
 
 struct AppliedModelOptions {

@@ -144,7 +144,7 @@ void GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<std::ui
          " needs ", info.byte_size, " bytes, got ", data.size());
   next_offset_ = align_up(info.offset + info.byte_size, alignment_);
   tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::vector<std::byte>(data.begin(), data.end()), {}});
+  tensors_.push_back({std::move(info), std::vector<std::byte>(data.begin(), data.end()), {}, {}});
 }
 
 void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
@@ -162,7 +162,7 @@ void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
                  std::span<std::byte>(data).subspan(row * row_bytes, row_bytes));
   next_offset_ = align_up(info.offset + info.byte_size, alignment_);
   tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::move(data), {}});
+  tensors_.push_back({std::move(info), std::move(data), {}, {}});
 }
 
 void GgufWriter::add_tensor_streamed(std::string name, GgmlType type,
@@ -171,7 +171,16 @@ void GgufWriter::add_tensor_streamed(std::string name, GgmlType type,
   GgufTensorInfo info = make_info(std::move(name), type, dims);
   next_offset_ = align_up(info.offset + info.byte_size, alignment_);
   tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), {}, std::move(source)});
+  tensors_.push_back({std::move(info), {}, std::move(source), {}});
+}
+
+void GgufWriter::add_tensor_encoded(std::string name, GgmlType type,
+                                    std::vector<std::uint64_t> dims, EncodedRowSource source) {
+  if (!source) fail("GGUF writer: tensor '", name, "' has no row source");
+  GgufTensorInfo info = make_info(std::move(name), type, dims);
+  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
+  tensor_index_.emplace(info.name, tensors_.size());
+  tensors_.push_back({std::move(info), {}, {}, std::move(source)});
 }
 
 // Rows are produced and encoded in chunks of about 64 MiB of floats, split over the
@@ -186,11 +195,15 @@ void GgufWriter::write_streamed(std::ostream& out, const PendingTensor& tensor) 
   std::vector<std::byte> encoded;
   for (std::uint64_t first = 0; first < rows; first += chunk_rows) {
     const std::uint64_t count = std::min(chunk_rows, rows - first);
-    values.resize(static_cast<std::size_t>(count * columns));
+    if (!tensor.encoded) values.resize(static_cast<std::size_t>(count * columns));
     encoded.resize(static_cast<std::size_t>(count) * row_bytes);
     const int threads = default_load_threads();
     parallel_for(
         static_cast<std::int64_t>(count), threads, [&](std::int64_t begin, std::int64_t end) {
+          if (tensor.encoded) {
+            tensor.encoded(first + begin, end - begin, encoded.data() + begin * row_bytes);
+            return;
+          }
           float* rows_out = values.data() + begin * columns;
           tensor.source(first + begin, end - begin, rows_out);
           for (std::int64_t r = begin; r < end; ++r)
@@ -237,14 +250,16 @@ void GgufWriter::write(const std::string& path) const {
     write_bytes(header.bytes().data(), header.bytes().size());
     // Every tensor, the last one included, is followed by zeros up to the alignment.
     const std::vector<std::byte> zeros(alignment_);
-    for (const PendingTensor& tensor : tensors_) {
-      if (tensor.source)
+    for (std::size_t i = 0; i < tensors_.size(); ++i) {
+      const PendingTensor& tensor = tensors_[i];
+      if (tensor.source || tensor.encoded)
         write_streamed(out, tensor);
       else
         write_bytes(tensor.data.data(), tensor.data.size());
       const std::uint64_t size = tensor.info.byte_size;
       const std::uint64_t padding = align_up(size, alignment_) - size;
       write_bytes(zeros.data(), static_cast<std::size_t>(padding));
+      if (progress_) progress_(i + 1, tensors_.size());
     }
     out.close();
     if (!out) {

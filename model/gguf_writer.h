@@ -41,6 +41,19 @@ class GgufWriter {
   void add_tensor_streamed(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
                            RowSource source);
 
+  // Produces rows [first, first + count) already encoded in the tensor's type (count x
+  // row bytes); called like a RowSource, from several threads for disjoint rows.
+  using EncodedRowSource =
+      std::function<void(std::uint64_t first, std::uint64_t count, std::byte* out)>;
+  // A tensor whose bytes an encoder of the caller's produces while the file is written
+  // (qforge's own quantization written as ggml blocks).
+  void add_tensor_encoded(std::string name, GgmlType type, std::vector<std::uint64_t> dims,
+                          EncodedRowSource source);
+  // Called after each tensor's data is written (tensors written, tensors in all).
+  void set_progress(std::function<void(std::size_t done, std::size_t total)> progress) {
+    progress_ = std::move(progress);
+  }
+
   // Writes the file; throws qforge::Error naming the path on any failure.
   void write(const std::string& path) const;
 
@@ -51,6 +64,7 @@ class GgufWriter {
     GgufTensorInfo info;
     std::vector<std::byte> data;  // empty for a streamed tensor
     RowSource source;
+    EncodedRowSource encoded;
   };
 
   void write_streamed(std::ostream& out, const PendingTensor& tensor) const;
@@ -66,6 +80,7 @@ class GgufWriter {
   std::vector<PendingTensor> tensors_;
   std::map<std::string, std::size_t, std::less<>> tensor_index_;
   std::uint64_t next_offset_ = 0;
+  std::function<void(std::size_t, std::size_t)> progress_;
 };
 
 }  // namespace qforge

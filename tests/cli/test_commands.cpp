@@ -315,5 +315,30 @@ TEST(QuantReport, AutoPolicyMeetsItsTargetOnTheEvalTextWithFewerBytes) {
   EXPECT_NE(bad.output.find("--target-kld"), std::string::npos) << bad.output;
 }
 
+TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
+  const std::string out = temp_path("q4.gguf");
+  const auto r = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
+                                   " --quant int4-g32 --keep token_embd --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 1u) << r.output;
+  EXPECT_LT(records[0]["bytes"].get<double>(), records[0]["source_bytes"].get<double>());
+  const auto run = test::run_command(kQforge + " run -m " + out + " -n 8 --temp 0 -t 1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("Q4_0"), std::string::npos) << run.output;  // the policy line
+  std::filesystem::remove(out);
+  const auto bad = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
+                                     " --quant int4-g128");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("int4-g128 has no ggml type"), std::string::npos) << bad.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  const auto bin = test::run_command(kQforge + " quantize -m " +
+                                     test::model_path("stories260K/stories260K.bin") + " -o " +
+                                     out + " --quant int4-g32");
+  EXPECT_NE(bin.exit_code, 0);
+  EXPECT_NE(bin.output.find("llama2.c"), std::string::npos) << bin.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 }  // namespace
 }  // namespace qforge

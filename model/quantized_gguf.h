@@ -1,0 +1,56 @@
+// `qforge quantize -o`: a GGUF file holding qforge's quantization of a model, in the ggml
+// types that hold it exactly, so `qforge run` loads it without quantizing again (a
+// native load packs the very bytes quantizing at load packs) and llama.cpp reads it too:
+//
+//   linear tensor, token_embd    scheme (default --quant)  ->  int8-g32       Q8_0
+//                                                               int4-g32       Q4_0
+//                                                               int4-g32-asym  Q4_1
+//                                f32 / bf16 (--keep)        ->  F32 / BF16
+//                                native                     ->  the file's Q8_0 / Q4_0 / Q4_1
+//                                                               block bytes, copied
+//   norms, anything else         copied as they are
+//
+// Each group of 32 is quantized exactly as packing does (ops/quant/quantize.h: f16 scale
+// rounded up, round half away) and written as the ggml block of the same values:
+//   Q8_0 d = s, q;   Q4_0 d = s, nibble = q + 8;   Q4_1 d = s, m = f16(-s z), nibble = q.
+// A tensor whose rows are not whole blocks of 32 stays as the source holds it (as
+// llama-quantize falls back). The embedding and the classifier get the scheme too (llama-quantize
+// quantizes them as well), unless a rule keeps them. Other schemes (per-channel, g128, ...) have no
+// ggml type; their qforge encoding is not written yet, so they are refused by name. The metadata is
+// the source's, with general.file_type set and qforge.quantize.* added.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/gguf_types.h"
+#include "model/llama_weights.h"
+#include "model/model_file.h"
+
+namespace qforge {
+
+struct QuantizedFileTensor {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::string choice;  // "int4-g32", "f32", "native", "copied"
+  std::uint64_t source_bytes = 0, bytes = 0;
+};
+
+struct QuantizedFile {
+  std::vector<QuantizedFileTensor> tensors;
+  std::uint64_t source_bytes = 0, bytes = 0;
+};
+
+// The ggml type holding `scheme` exactly, or nullopt.
+std::optional<GgmlType> ggml_type_of(const QuantScheme& scheme);
+
+// Writes `model` under `precision`'s scheme and rules to `path` (via "<path>.tmp",
+// renamed when complete). Throws qforge::Error naming the tensor or rule at fault before
+// anything is written. `progress(done, total)` after each tensor.
+QuantizedFile write_quantized_gguf(
+    const ModelFile& model, const Precision& precision, const std::string& path,
+    const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace qforge
