@@ -142,9 +142,7 @@ void GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<std::ui
   if (data.size() != info.byte_size)
     fail("GGUF writer: tensor '", info.name, "' ", info.shape_string(), " ", ggml_type_name(type),
          " needs ", info.byte_size, " bytes, got ", data.size());
-  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
-  tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::vector<std::byte>(data.begin(), data.end()), {}, {}});
+  add_pending({std::move(info), std::vector<std::byte>(data.begin(), data.end()), {}, {}});
 }
 
 void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
@@ -160,27 +158,25 @@ void GgufWriter::add_tensor_from_f32(std::string name, GgmlType type,
   for (std::size_t row = 0; row < info.rows(); ++row)
     quantize_row(type, values.subspan(row * columns, columns),
                  std::span<std::byte>(data).subspan(row * row_bytes, row_bytes));
-  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
-  tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), std::move(data), {}, {}});
+  add_pending({std::move(info), std::move(data), {}, {}});
 }
 
 void GgufWriter::add_tensor_streamed(std::string name, GgmlType type,
                                      std::vector<std::uint64_t> dims, RowSource source) {
   if (!source) fail("GGUF writer: tensor '", name, "' has no row source");
-  GgufTensorInfo info = make_info(std::move(name), type, dims);
-  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
-  tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), {}, std::move(source), {}});
+  add_pending({make_info(std::move(name), type, dims), {}, std::move(source), {}});
 }
 
 void GgufWriter::add_tensor_encoded(std::string name, GgmlType type,
                                     std::vector<std::uint64_t> dims, EncodedRowSource source) {
   if (!source) fail("GGUF writer: tensor '", name, "' has no row source");
-  GgufTensorInfo info = make_info(std::move(name), type, dims);
-  next_offset_ = align_up(info.offset + info.byte_size, alignment_);
-  tensor_index_.emplace(info.name, tensors_.size());
-  tensors_.push_back({std::move(info), {}, {}, std::move(source)});
+  add_pending({make_info(std::move(name), type, dims), {}, {}, std::move(source)});
+}
+
+void GgufWriter::add_pending(PendingTensor tensor) {
+  next_offset_ = align_up(tensor.info.offset + tensor.info.byte_size, alignment_);
+  tensor_index_.emplace(tensor.info.name, tensors_.size());
+  tensors_.push_back(std::move(tensor));
 }
 
 // Rows are produced and encoded in chunks of about 64 MiB of floats, split over the

@@ -67,6 +67,7 @@ class GgufWriter {
     EncodedRowSource encoded;
   };
 
+  void add_pending(PendingTensor tensor);  // assigns its offset (make_info did) and keeps it
   void write_streamed(std::ostream& out, const PendingTensor& tensor) const;
 
   void check_new_tensor(const std::string& name, GgmlType type,

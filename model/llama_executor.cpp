@@ -77,6 +77,9 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
   qkv_.resize(rows * qkv_columns_);
   hb_.resize(rows * config_.hidden_dim);
   scores_.resize(static_cast<std::size_t>(pool.size()) * config_.kv_group() * cache_.positions());
+  if (cache_.type() != KvType::f32)  // one decoded block of rows per pool thread
+    decoded_.resize(static_cast<std::size_t>(pool.size()) * attention_block_positions() *
+                    config_.head_dim);
   rotations_.resize(rows * static_cast<std::size_t>(config_.rope_dim));
 }
 
@@ -226,17 +229,27 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + first * head_dim;
       float* out = xb_.data() + std::size_t(r) * c.dim + first * head_dim;
       auto head_scores = [&](int h) { return scores + std::size_t(h) * cache_.positions(); };
+      // A block of bf16 / int8 rows is decoded to f32 once and read by every head of the
+      // group from L1 (widening it in each head's loop would cost group times as much).
+      float* decoded = decoded_.data() + std::size_t(t) * block * head_dim;
+      auto rows_of = [&](const KvRows& rows, int p0, int n) {
+        if (rows.type == KvType::f32) return rows.from(p0);
+        decode_rows(rows.from(p0), n, head_dim, decoded);
+        return KvRows{KvType::f32, decoded, nullptr, head_dim};
+      };
       for (int p0 = 0; p0 < count; p0 += block) {
         const int n = std::min(block, count - p0);
+        const KvRows k = rows_of(keys, p0, n);
         for (int h = 0; h < heads; ++h)
-          dot_rows(q + h * head_dim, keys.from(p0), n, head_dim, scale, head_scores(h) + p0);
+          dot_rows(q + h * head_dim, k, n, head_dim, scale, head_scores(h) + p0);
       }
       for (int h = 0; h < heads; ++h) softmax(head_scores(h), count);
       for (int p0 = 0; p0 < count; p0 += block) {
         const int n = std::min(block, count - p0);
+        const KvRows v = rows_of(values, p0, n);
         for (int h = 0; h < heads; ++h)
-          weighted_rows(head_scores(h) + p0, values.from(p0), n, head_dim,
-                        /*accumulate=*/p0 > 0, out + h * head_dim);
+          weighted_rows(head_scores(h) + p0, v, n, head_dim, /*accumulate=*/p0 > 0,
+                        out + h * head_dim);
       }
     }
   });

@@ -95,6 +95,7 @@ class LlamaExecutor {
   // Activations of one chunk (kChunkRows rows each).
   std::vector<float> x_, xb_, qkv_, hb_;
   std::vector<float> scores_;     // per pool thread, one row of scores per head of a group
+  std::vector<float> decoded_;    // per pool thread, one attention block of bf16/int8 rows as f32
   std::vector<float> rotations_;  // RoPE cos/sin per pair of a head, one row per position
   std::vector<float> logits_;
   LinearInputObserver* observer_ = nullptr;

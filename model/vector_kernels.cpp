@@ -228,6 +228,33 @@ void weighted_rows(const float* w, const KvRows& v, int count, int n, bool accum
   weighted_rows_reference(w, v, count, n, accumulate, y);
 }
 
+template <KvType T>
+__attribute__((target("avx2,fma"))) void decode_rows_avx2(const KvRows& rows, int count, int n,
+                                                          float* out) {
+  const int vector_end = n / 8 * 8;
+  for (int p = 0; p < count; ++p) {
+    const std::int64_t row = p * rows.stride;
+    float* y = out + std::size_t(p) * n;
+    if constexpr (T == KvType::int8) {
+      const __m256 scale = _mm256_set1_ps(rows.scales[p]);
+      for (int i = 0; i < vector_end; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(scale, load8<T>(rows.data, row + i)));
+    } else {
+      for (int i = 0; i < vector_end; i += 8) _mm256_storeu_ps(y + i, load8<T>(rows.data, row + i));
+    }
+    for (int i = vector_end; i < n; ++i) y[i] = kv_value(rows, p, i);
+  }
+}
+
+void decode_rows(const KvRows& rows, int count, int n, float* out) {
+  if (use_avx2() && rows.type == KvType::int8)
+    return decode_rows_avx2<KvType::int8>(rows, count, n, out);
+  if (use_avx2() && rows.type == KvType::bf16)
+    return decode_rows_avx2<KvType::bf16>(rows, count, n, out);
+  for (int p = 0; p < count; ++p)
+    for (int i = 0; i < n; ++i) out[std::size_t(p) * n + i] = kv_value(rows, p, i);
+}
+
 float kv_value(const KvRows& rows, int p, int i) {
   const std::int64_t index = p * rows.stride + i;
   switch (rows.type) {

@@ -18,7 +18,9 @@
 // The KvRows forms read the cache's rows in its type (model/kv_rows.h): bf16 and int8
 // values widen to f32 exactly in registers; an int8 row's scale multiplies its dot
 // product (dot_rows) or its weight (weighted_rows), so the sums run on the stored bytes
-// (a quarter of f32's). The *_reference forms are the scalar definitions (each value
+// (a quarter of f32's). The executor decodes each block of bf16 / int8 rows once
+// (decode_rows, into L1) and runs the f32 forms on it for every head of a GQA group. The
+// *_reference forms are the scalar definitions (each value
 // decoded, sequential sums), used where the CPU lacks AVX2.
 #pragma once
 
@@ -34,6 +36,8 @@ void dot_rows_reference(const float* q, const KvRows& k, int count, int n, float
                         float* scores);
 void weighted_rows_reference(const float* w, const KvRows& v, int count, int n, bool accumulate,
                              float* y);
+// Rows [0, count) of `rows` (n values each) decoded to f32, row-major, into `out`.
+void decode_rows(const KvRows& rows, int count, int n, float* out);
 // Value i of row p, decoded.
 float kv_value(const KvRows& rows, int p, int i);
 

@@ -21,14 +21,13 @@
 #include "jit/base/error.h"
 #include "model/model_session.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/temp_path.h"
 
 namespace qforge {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("qforge_calib_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return test::temp_path("calib", name);
 }
 
 std::string stories() {

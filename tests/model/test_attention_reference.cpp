@@ -115,6 +115,24 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
   return out;
 }
 
+// The first `prompt` tokens as one batch (every position's logits), then the rest one
+// token at a time: the logits of every position.
+std::vector<std::vector<float>> prompt_then_decode(LlamaExecutor& executor,
+                                                   const std::vector<int>& tokens, int prompt,
+                                                   int vocab) {
+  std::vector<std::vector<float>> got;
+  const std::span<const float> batch =
+      executor.forward(std::span<const int>(tokens.data(), std::size_t(prompt)), 0, true);
+  for (int p = 0; p < prompt; ++p)
+    got.emplace_back(batch.begin() + p * vocab, batch.begin() + (p + 1) * vocab);
+  for (int p = prompt; p < static_cast<int>(tokens.size()); ++p) {
+    const std::span<const float> logits =
+        executor.forward(std::span<const int>(&tokens[std::size_t(p)], 1), p);
+    got.emplace_back(logits.begin(), logits.end());
+  }
+  return got;
+}
+
 TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("qforge_attention_" + std::to_string(::getpid()) + ".gguf"))
@@ -136,16 +154,8 @@ TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
       SCOPED_TRACE("kv heads " + std::to_string(kv_heads) + ", threads " + std::to_string(threads));
       ThreadPool pool(threads);
       LlamaExecutor executor(model.weights, pool);
-      std::vector<std::vector<float>> got;
-      const std::span<const float> prompt =
-          executor.forward(std::span<const int>(tokens.data(), kPrompt), 0, true);
-      for (int p = 0; p < kPrompt; ++p)
-        got.emplace_back(prompt.begin() + p * spec.vocab, prompt.begin() + (p + 1) * spec.vocab);
-      for (int p = kPrompt; p < kPositions; ++p) {
-        const std::span<const float> logits =
-            executor.forward(std::span<const int>(&tokens[std::size_t(p)], 1), p);
-        got.emplace_back(logits.begin(), logits.end());
-      }
+      const std::vector<std::vector<float>> got =
+          prompt_then_decode(executor, tokens, kPrompt, spec.vocab);
       for (int p = 0; p < kPositions; ++p) {
         double largest = 0;
         for (double v : want[p]) largest = std::max(largest, std::fabs(v));
@@ -204,16 +214,8 @@ TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
       LlamaExecutor executor(model.weights, pool);
       SCOPED_TRACE(std::string("kv ") + (kv == KvType::int8 ? "int8" : "bf16") + ", kv heads " +
                    std::to_string(kv_heads));
-      std::vector<std::vector<float>> got;
-      const std::span<const float> prompt =
-          executor.forward(std::span<const int>(tokens.data(), kPrompt), 0, true);
-      for (int p = 0; p < kPrompt; ++p)
-        got.emplace_back(prompt.begin() + p * spec.vocab, prompt.begin() + (p + 1) * spec.vocab);
-      for (int p = kPrompt; p < kPositions; ++p) {
-        const std::span<const float> logits =
-            executor.forward(std::span<const int>(&tokens[std::size_t(p)], 1), p);
-        got.emplace_back(logits.begin(), logits.end());
-      }
+      const std::vector<std::vector<float>> got =
+          prompt_then_decode(executor, tokens, kPrompt, spec.vocab);
       double worst = 0, worst_unrounded = 0;
       for (int p = 0; p < kPositions; ++p) {
         double largest = 0;

@@ -16,14 +16,13 @@
 #include "model/quantized_gguf.h"
 #include "ops/quant/quantize.h"
 #include "tests/model/tiny_llama.h"
+#include "tests/support/temp_path.h"
 
 namespace qforge {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("qforge_qgguf_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return test::temp_path("qgguf", name);
 }
 
 Precision precision_with(const char* quant, std::vector<TensorRule> rules) {

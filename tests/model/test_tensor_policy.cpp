@@ -12,14 +12,13 @@
 #include "model/model_session.h"
 #include "model/tensor_policy.h"
 #include "tests/model/tiny_llama.h"
+#include "tests/support/temp_path.h"
 
 namespace qforge {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("qforge_policy_" + std::to_string(::getpid()) + "_" + name))
-      .string();
+  return test::temp_path("policy", name);
 }
 
 TEST(TensorPattern, GlobsOverWholeNames) {

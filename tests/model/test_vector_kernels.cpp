@@ -151,6 +151,11 @@ TEST(VectorKernels, QuantizedCacheRowsMatchFloat64OfTheirDecodedValues) {
                 << n << " row " << p;
           }
         }
+        std::vector<float> block(std::size_t(count) * n);
+        decode_rows(cache.keys(0, 0), count, n, block.data());
+        for (int p = 0; p < count; ++p)
+          for (int i = 0; i < n; ++i)
+            ASSERT_EQ(block[std::size_t(p) * n + i], kv_value(cache.keys(0, 0), p, i)) << n;
         std::vector<float> scores(count + 1, -1.f), y(n + 1, -1.f);
         dot_rows(q.data(), cache.keys(0, 0), count, n, 8.f, scores.data());
         weighted_rows(w.data(), cache.values(0, 0), count, n, false, y.data());
