@@ -88,7 +88,7 @@ TEST(QuantReport, AgreesWithModelsBuiltByThePolicy) {
     EXPECT_LT(l.quantized_bytes, l.f32_bytes) << l.name;
   }
   // Two layers' sensitivities against models quantized in that layer only.
-  for (const std::string name : {std::string("blk.3.ffn_gate_up"), std::string("output")}) {
+  for (const std::string& name : {std::string("blk.3.ffn_gate_up"), std::string("output")}) {
     std::vector<TensorRule> rules = {parse_keep_rule("*")};
     const std::string scheme = name == "output" ? "int8" : "int4-g32";
     for (const std::string& pattern : layer_tensor_patterns(name))
