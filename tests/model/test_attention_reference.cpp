@@ -115,6 +115,16 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
   return out;
 }
 
+// Four heads of 128 over `kv_heads` kv heads, a context of `positions`.
+test::TinyLlama attention_model(int kv_heads, int positions) {
+  test::TinyLlama spec;
+  spec.dim = 512;
+  spec.n_heads = 4;
+  spec.n_kv_heads = kv_heads;
+  spec.context = positions;
+  return spec;
+}
+
 // The first `prompt` tokens as one batch (every position's logits), then the rest one
 // token at a time: the logits of every position.
 std::vector<std::vector<float>> prompt_then_decode(LlamaExecutor& executor,
@@ -139,11 +149,7 @@ TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
                                .string();
   constexpr int kPrompt = 37, kPositions = 70;
   for (const int kv_heads : {4, 2, 1}) {
-    test::TinyLlama spec;
-    spec.dim = 512;
-    spec.n_heads = 4;
-    spec.n_kv_heads = kv_heads;
-    spec.context = kPositions;
+    const test::TinyLlama spec = attention_model(kv_heads, kPositions);
     const Weights weights = test::write_tiny_llama(path, spec);
     std::vector<int> tokens(kPositions);
     for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 7 + 3) % spec.vocab;
@@ -195,11 +201,7 @@ TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
   constexpr int kPrompt = 37, kPositions = 70;
   for (const KvType kv : {KvType::int8, KvType::bf16})
     for (const int kv_heads : {4, 1}) {
-      test::TinyLlama spec;
-      spec.dim = 512;
-      spec.n_heads = 4;
-      spec.n_kv_heads = kv_heads;
-      spec.context = kPositions;
+      const test::TinyLlama spec = attention_model(kv_heads, kPositions);
       const Weights weights = test::write_tiny_llama(path, spec);
       std::vector<int> tokens(kPositions);
       for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 5 + 1) % spec.vocab;
