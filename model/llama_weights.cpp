@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
@@ -67,7 +68,7 @@ void release_range(const std::byte* data, std::uint64_t bytes) {
 }
 
 void release_pages(const TensorView& tensor) {
-  release_range(tensor.data, tensor.byte_size);
+  if (!tensor.in_memory) release_range(tensor.data, tensor.byte_size);
 }
 
 // After rows [first, first + count) of `tensor` are converted: releases the whole MiB
@@ -76,7 +77,7 @@ void release_pages(const TensorView& tensor) {
 // shoots down the TLBs of every loading thread. ggml rows are whole blocks, so a row is
 // byte_size / rows bytes.
 void release_completed_windows(const TensorView& tensor, std::int64_t first, std::int64_t count) {
-  if (tensor.rows <= 0) return;
+  if (tensor.rows <= 0 || tensor.in_memory) return;
   constexpr std::uint64_t kWindow = std::uint64_t{1} << 20;
   const std::uint64_t row_bytes = tensor.byte_size / static_cast<std::uint64_t>(tensor.rows);
   const std::uint64_t begin = static_cast<std::uint64_t>(first) * row_bytes;
@@ -218,9 +219,33 @@ class PolicyPlanner {
   std::vector<bool> used_;
 };
 
+// The prequantized forms (ModelFile::set_prequantized) of every one of `tensors` under
+// `scheme`, stacked by rows; nullopt unless all of them have one.
+std::optional<QuantizedTensor> stacked_prequantized(const ModelFile& model, const Sources& tensors,
+                                                    const QuantScheme& scheme) {
+  std::vector<const QuantizedTensor*> parts;
+  for (const TensorView* t : tensors) {
+    const QuantizedTensor* q = model.prequantized(t->name, scheme);
+    if (q == nullptr) return std::nullopt;
+    parts.push_back(q);
+  }
+  QuantizedTensor out = *parts[0];
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const QuantizedTensor& p = *parts[i];
+    QF_REQUIRE(p.k_padded == out.k_padded && p.group == out.group, model.path(), ": ",
+               tensors[i]->name, " is prequantized with another geometry than ", tensors[0]->name);
+    out.n += p.n;
+    out.q.insert(out.q.end(), p.q.begin(), p.q.end());
+    out.scales.insert(out.scales.end(), p.scales.begin(), p.scales.end());
+    out.zero_points.insert(out.zero_points.end(), p.zero_points.begin(), p.zero_points.end());
+    out.offsets.insert(out.offsets.end(), p.offsets.begin(), p.offsets.end());
+  }
+  return out;
+}
+
 class LayerBuilder {
  public:
-  explicit LayerBuilder(int threads) : threads_(threads) {}
+  LayerBuilder(const ModelFile& model, int threads) : model_(model), threads_(threads) {}
 
   // A plain or residual layer whose rows are the rows of `tensors`, stacked. The
   // tensors' file pages are released once converted.
@@ -253,6 +278,9 @@ class LayerBuilder {
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion);
     const QuantScheme& scheme = choice.scheme;
+    if (!is_dense(choice))
+      if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
+        return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion);
     if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion);
@@ -274,6 +302,13 @@ class LayerBuilder {
           LinearFusion::swiglu);
     }
     const QuantScheme& scheme = choice.scheme;
+    if (!is_dense(choice)) {
+      const auto g = stacked_prequantized(model_, {&gate}, scheme);
+      const auto u = stacked_prequantized(model_, {&up}, scheme);
+      if (g && u)
+        return std::make_unique<JitLinear>(pack_quantized_pair(*g, *u, threads_),
+                                           LinearFusion::swiglu);
+    }
     if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}), stacked_rows({&up}),
@@ -288,15 +323,50 @@ class LayerBuilder {
         pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu);
   }
 
+  const ModelFile& model_;
   int threads_;
   mutable std::vector<float> scratch_;  // f32 rows of the layer being converted
 };
 
 // How a layer's choice reads in the applied policy: the scheme, f32 / bf16, or the
 // file's type for a native layer ("Q4_0").
-std::string describe(const TensorChoice& choice, const TensorView& source) {
+// A prequantized layer adds its method ("int4-g128 gptq").
+std::string describe(const TensorChoice& choice, const TensorView& source, const ModelFile& model) {
   if (choice.kind == TensorChoice::Kind::native) return std::string(ggml_type_name(source.type));
+  if (choice.kind == TensorChoice::Kind::quantized &&
+      model.prequantized(source.name, choice.scheme))
+    return to_string(choice) + " " + model.prequantized_method(source.name);
   return to_string(choice);
+}
+
+struct LayerPlan {
+  TensorChoice qkv, wo, gate_up, down;
+};
+struct ModelPlan {
+  TensorChoice embedding;
+  std::vector<LayerPlan> layers;
+  TensorChoice classifier;
+};
+
+ModelPlan plan_model(const ModelFile& model, const Precision& precision) {
+  PolicyPlanner planner(model, precision);
+  ModelPlan plan;
+  plan.embedding =
+      planner.layer("token_embd", {&model.tensor("token_embd.weight")}, Role::embedding);
+  for (int l = 0; l < model.config().n_layers; ++l) {
+    const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    plan.layers.push_back(
+        {planner.layer(prefix + "attn_qkv", {tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
+                       Role::linear),
+         planner.layer(prefix + "attn_output", {tensor("attn_output")}, Role::linear),
+         planner.layer(prefix + "ffn_gate_up", {tensor("ffn_gate"), tensor("ffn_up")},
+                       Role::linear),
+         planner.layer(prefix + "ffn_down", {tensor("ffn_down")}, Role::linear)});
+  }
+  plan.classifier = planner.layer("output", {&model.classifier()}, Role::classifier);
+  planner.check_every_rule_used();
+  return plan;
 }
 
 }  // namespace
@@ -410,27 +480,11 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   if (threads <= 0) threads = default_load_threads();
   const LlamaConfig& c = model.config();
   // Every layer's choice first: a bad policy fails before anything is converted.
-  struct LayerPlan {
-    TensorChoice qkv, wo, gate_up, down;
-  };
-  PolicyPlanner planner(model, precision);
+  const ModelPlan plan = plan_model(model, precision);
   const TensorView& embedding = model.tensor("token_embd.weight");
   const TensorView& classifier = model.classifier();
-  const TensorChoice embedding_choice = planner.layer("token_embd", {&embedding}, Role::embedding);
-  std::vector<LayerPlan> plan;
-  for (int l = 0; l < c.n_layers; ++l) {
-    const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
-    const std::string prefix = "blk." + std::to_string(l) + ".";
-    plan.push_back(
-        {planner.layer(prefix + "attn_qkv", {tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
-                       Role::linear),
-         planner.layer(prefix + "attn_output", {tensor("attn_output")}, Role::linear),
-         planner.layer(prefix + "ffn_gate_up", {tensor("ffn_gate"), tensor("ffn_up")},
-                       Role::linear),
-         planner.layer(prefix + "ffn_down", {tensor("ffn_down")}, Role::linear)});
-  }
-  const TensorChoice classifier_choice = planner.layer("output", {&classifier}, Role::classifier);
-  planner.check_every_rule_used();
+  const TensorChoice& embedding_choice = plan.embedding;
+  const TensorChoice& classifier_choice = plan.classifier;
 
   LlamaWeights out;
   out.config = c;
@@ -444,13 +498,13 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
         EmbeddingTable::int8_from_rows(c.vocab_size, c.dim, stacked_rows({&embedding}), threads);
   else
     out.embedding = EmbeddingTable(to_f32(embedding, threads), c.vocab_size, c.dim, false);
-  out.policy.emplace_back("token_embd", describe(embedding_choice, embedding));
+  out.policy.emplace_back("token_embd", describe(embedding_choice, embedding, model));
   release_pages(embedding);
   out.output_norm = to_f32(model.tensor("output_norm.weight"));
-  const LayerBuilder build(threads);
+  const LayerBuilder build(model, threads);
   for (int l = 0; l < c.n_layers; ++l) {
     const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
-    const LayerPlan& p = plan[static_cast<std::size_t>(l)];
+    const LayerPlan& p = plan.layers[static_cast<std::size_t>(l)];
     LayerWeights layer;
     layer.attn_norm = to_f32(*tensor("attn_norm"));
     layer.ffn_norm = to_f32(*tensor("ffn_norm"));
@@ -460,10 +514,11 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
     layer.gate_up = build.swiglu(*tensor("ffn_gate"), *tensor("ffn_up"), p.gate_up);
     layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual, p.down);
     const std::string prefix = "blk." + std::to_string(l) + ".";
-    out.policy.emplace_back(prefix + "attn_qkv", describe(p.qkv, *tensor("attn_q")));
-    out.policy.emplace_back(prefix + "attn_output", describe(p.wo, *tensor("attn_output")));
-    out.policy.emplace_back(prefix + "ffn_gate_up", describe(p.gate_up, *tensor("ffn_gate")));
-    out.policy.emplace_back(prefix + "ffn_down", describe(p.down, *tensor("ffn_down")));
+    out.policy.emplace_back(prefix + "attn_qkv", describe(p.qkv, *tensor("attn_q"), model));
+    out.policy.emplace_back(prefix + "attn_output", describe(p.wo, *tensor("attn_output"), model));
+    out.policy.emplace_back(prefix + "ffn_gate_up",
+                            describe(p.gate_up, *tensor("ffn_gate"), model));
+    out.policy.emplace_back(prefix + "ffn_down", describe(p.down, *tensor("ffn_down"), model));
     for (const char* role :
          {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
       release_pages(*tensor(role));
@@ -472,9 +527,29 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   }
   build.release_scratch();
   out.classifier = build.linear({&classifier}, LinearFusion::plain, classifier_choice);
-  out.policy.emplace_back("output", describe(classifier_choice, classifier));
+  out.policy.emplace_back("output", describe(classifier_choice, classifier, model));
   if (progress) progress(c.n_layers + 1, c.n_layers + 1);
   release_pages(embedding);
+  return out;
+}
+
+std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Precision& precision) {
+  const ModelPlan plan = plan_model(model, precision);
+  std::vector<PlannedLayer> out;
+  for (int l = 0; l < model.config().n_layers; ++l) {
+    const std::string prefix = "blk." + std::to_string(l) + ".";
+    const LayerPlan& p = plan.layers[static_cast<std::size_t>(l)];
+    const auto names = [&](std::initializer_list<const char*> roles) {
+      std::vector<std::string> v;
+      for (const char* role : roles) v.push_back(layer_tensor_name(l, role));
+      return v;
+    };
+    out.push_back({prefix + "attn_qkv", names({"attn_q", "attn_k", "attn_v"}), p.qkv});
+    out.push_back({prefix + "attn_output", names({"attn_output"}), p.wo});
+    out.push_back({prefix + "ffn_gate_up", names({"ffn_gate", "ffn_up"}), p.gate_up});
+    out.push_back({prefix + "ffn_down", names({"ffn_down"}), p.down});
+  }
+  out.push_back({"output", {model.classifier().name}, plan.classifier});
   return out;
 }
 

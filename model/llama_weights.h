@@ -17,7 +17,8 @@
 // through the JIT kernels with the chosen scheme, the classifier int8 per-channel (or
 // f32 / bf16 on request). native: a Q8_0 / Q4_0 / Q4_1 tensor of a GGUF file is repacked
 // as it is (int8 / int4 g32; Q4_1 asymmetric with float offsets; no requantization); any
-// other tensor gets `scheme`.
+// other tensor gets `scheme`. A tensor the ModelFile holds prequantized under the scheme
+// its layer gets (GPTQ: ModelFile::set_prequantized) is packed as it is.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +101,16 @@ struct LlamaWeights {
 // The applied policy, one entry per layer kind: "attn_qkv int8 x22, ..., ffn_down int8 x21
 // + f32 x1 (blk.3), output f32, token_embd int8".
 std::string policy_summary(const LlamaWeights& weights);
+
+// What each linear layer gets under `precision`, decided and checked as
+// build_llama_weights decides it: the layer (named_layers' names), its source tensors in
+// row order (q, k, v; gate, up), and the choice.
+struct PlannedLayer {
+  std::string name;
+  std::vector<std::string> tensors;
+  TensorChoice choice;
+};
+std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Precision& precision);
 
 // Converts and packs every tensor with `threads` threads (0: all cores). Kernel ISAs are
 // chosen now, so set the ISA cap before calling.

@@ -188,6 +188,41 @@ const TensorView& ModelFile::classifier() const {
   return config_.tied_embedding ? tensor("token_embd.weight") : tensor("output.weight");
 }
 
+void ModelFile::replace_tensor(std::string_view name, std::vector<float> values) {
+  const auto it = index_.find(name);
+  QF_REQUIRE(it != index_.end(), path_, ": no tensor '", name, "' to replace");
+  TensorView& view = tensors_[it->second];
+  QF_REQUIRE(static_cast<std::int64_t>(values.size()) == view.rows * view.columns, path_,
+             ": replacing '", name, "' ", view.shape_string(), " with ", values.size(), " values");
+  replaced_.push_back(std::make_unique<std::vector<float>>(std::move(values)));
+  const std::vector<float>& owned = *replaced_.back();
+  view.type = GgmlType::F32;
+  view.data = reinterpret_cast<const std::byte*>(owned.data());
+  view.byte_size = owned.size() * sizeof(float);
+  view.in_memory = true;
+}
+
+void ModelFile::set_prequantized(std::string_view name, QuantizedTensor tensor,
+                                 std::string method) {
+  const TensorView& view = this->tensor(name);
+  QF_REQUIRE(tensor.n == view.rows && tensor.k == view.columns, path_, ": a quantization of '",
+             name, "' ", view.shape_string(), " has shape [", tensor.n, "][", tensor.k, "]");
+  prequantized_.insert_or_assign(std::string(name),
+                                 Prequantized{std::move(tensor), std::move(method)});
+}
+
+std::string ModelFile::prequantized_method(std::string_view name) const {
+  const auto it = prequantized_.find(name);
+  return it == prequantized_.end() ? "" : it->second.method;
+}
+
+const QuantizedTensor* ModelFile::prequantized(std::string_view name,
+                                               const QuantScheme& scheme) const {
+  const auto it = prequantized_.find(name);
+  return it == prequantized_.end() || !(it->second.tensor.scheme == scheme) ? nullptr
+                                                                            : &it->second.tensor;
+}
+
 ModelFile open_model(const std::string& path) {
   if (!std::ifstream(path, std::ios::binary)) fail(path, ": cannot open: ", std::strerror(errno));
   if (starts_with_gguf_magic(path) || std::filesystem::path(path).extension() == ".gguf")

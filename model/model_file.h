@@ -30,6 +30,7 @@
 #include "model/gguf_types.h"
 #include "model/llama2c_reader.h"
 #include "model/llama_config.h"
+#include "ops/quant/quantize.h"
 
 namespace qforge {
 
@@ -42,6 +43,9 @@ struct TensorView {
   std::int64_t columns = 0;
   const std::byte* data = nullptr;
   std::uint64_t byte_size = 0;
+  // Values a calibrated method replaced (ModelFile::replace_tensor): `data` is memory the
+  // ModelFile owns, not file pages (which a loader may release once converted).
+  bool in_memory = false;
 
   std::uint64_t row_bytes() const {
     return ggml_row_bytes(type, static_cast<std::uint64_t>(columns));
@@ -80,6 +84,21 @@ class ModelFile {
   // The GGUF file (metadata, tokenizer); nullptr for llama2.c checkpoints.
   const GgufReader* gguf() const { return gguf_.get(); }
 
+  // What calibrated methods (calib/) change before the model is built:
+  //   replace_tensor     new values of a tensor (SmoothQuant / AWQ fold scales into norms
+  //                      and weights): rows x columns f32 of the same shape, held here
+  //   set_prequantized   a tensor's quantization made elsewhere (GPTQ): a build that gives
+  //                      the tensor exactly `tensor.scheme` packs these values as they are
+  //                      instead of quantizing the tensor's own
+  // Both throw naming the tensor when it is missing or the shape differs.
+  void replace_tensor(std::string_view name, std::vector<float> values);
+  // `method` names what made it ("gptq"), for the applied policy.
+  void set_prequantized(std::string_view name, QuantizedTensor tensor, std::string method);
+  // The prequantized form of `name` under `scheme`, or nullptr; and what made it.
+  const QuantizedTensor* prequantized(std::string_view name, const QuantScheme& scheme) const;
+  std::string prequantized_method(std::string_view name) const;
+  bool has_prequantized() const { return !prequantized_.empty(); }
+
  private:
   ModelFile() = default;
   void add(TensorView view);
@@ -92,6 +111,12 @@ class ModelFile {
   std::unique_ptr<Llama2cCheckpoint> llama2c_;
   std::vector<TensorView> tensors_;
   std::map<std::string, std::size_t, std::less<>> index_;
+  std::vector<std::unique_ptr<std::vector<float>>> replaced_;  // replace_tensor's values
+  struct Prequantized {
+    QuantizedTensor tensor;
+    std::string method;
+  };
+  std::map<std::string, Prequantized, std::less<>> prequantized_;
 };
 
 // Opens a GGUF file (recognised by its magic or a .gguf name) or a llama2.c checkpoint

@@ -1,0 +1,224 @@
+#include "calib/gptq.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
+#include "ops/quant/packed_layout.h"
+
+// LAPACK (OpenBLAS), the Fortran interface: the hidden trailing argument is the length
+// of the character argument.
+extern "C" {
+void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
+             std::size_t uplo_length);
+void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info,
+             std::size_t uplo_length);
+}
+
+namespace qforge {
+namespace {
+
+// In place: the lower Cholesky factor of the column-major symmetric matrix `a` (L L^T),
+// its inverse from that factor, ... LAPACK reads and writes the lower triangle only.
+int lapack_cholesky(std::vector<double>& a, int k) {
+  int info = 0;
+  dpotrf_("L", &k, a.data(), &k, &info, 1);
+  return info;
+}
+
+int lapack_inverse_from_cholesky(std::vector<double>& a, int k) {
+  int info = 0;
+  dpotri_("L", &k, a.data(), &k, &info, 1);
+  return info;
+}
+
+// Rows per task: each runs every block on its rows, with its own matrix products.
+constexpr std::int64_t kRowChunk = 64;
+
+// The block size that keeps every group's first column either at a block's start or with
+// the whole group inside one block, so that group parameters see the weights as updated
+// by every earlier column (what the column-at-a-time algorithm sees).
+int block_for_groups(int block, std::int64_t group, std::int64_t k_padded, bool static_groups) {
+  if (static_groups || group >= k_padded) return block;
+  if (group <= block) return static_cast<int>(block / group * group);
+  for (int b = block; b > 1; --b)
+    if (group % b == 0) return b;
+  return 1;
+}
+
+double dequantized(int q, const GroupParams& p, bool asymmetric) {
+  const int v = asymmetric ? q - p.zero_point : q;
+  return static_cast<double>(p.scale) * v;
+}
+
+}  // namespace
+
+GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions& options,
+                         const std::string& site)
+    : k_(k), options_(options), order_(static_cast<std::size_t>(k)), dead_(std::size_t(k), 0) {
+  QF_REQUIRE(k > 0 && gram.size() == std::size_t(k) * std::size_t(k), "GPTQ: ", site,
+             ": a Gram matrix of ", gram.size(), " values for ", k, " input channels");
+  QF_REQUIRE(options.damp >= 0 && options.damp < 1, "--gptq-damp ", options.damp,
+             ": expected a fraction in [0, 1)");
+  QF_REQUIRE(options.block >= 1, "GPTQ block ", options.block, ": at least 1");
+  const auto ku = static_cast<std::size_t>(k);
+  std::vector<double> diag(ku);
+  for (std::size_t j = 0; j < ku; ++j) {
+    diag[j] = gram[j * ku + j];
+    QF_REQUIRE(std::isfinite(diag[j]) && diag[j] >= 0, "GPTQ: ", site, ": Gram diagonal ", j,
+               " is ", diag[j]);
+    if (diag[j] == 0) {
+      dead_[j] = 1;
+      diag[j] = 1;
+    }
+  }
+  const double damp = options.damp * std::accumulate(diag.begin(), diag.end(), 0.0) / k;
+  std::iota(order_.begin(), order_.end(), 0);
+  if (options.act_order)
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](int a, int b) { return diag[std::size_t(a)] > diag[std::size_t(b)]; });
+  // H in processing order (symmetric, so its row- and column-major forms agree).
+  factor_.resize(ku * ku);
+  for (std::size_t i = 0; i < ku; ++i) {
+    const auto oi = static_cast<std::size_t>(order_[i]);
+    for (std::size_t j = 0; j < ku; ++j) {
+      const auto oj = static_cast<std::size_t>(order_[j]);
+      factor_[i * ku + j] =
+          dead_[oi] || dead_[oj] ? 0.0 : gram[oi * ku + oj];  // dead channels are cut off
+    }
+    factor_[i * ku + i] = diag[oi] + damp;
+  }
+  const char* advice = " (raise --gptq-damp, or calibrate on more tokens)";
+  int info = lapack_cholesky(factor_, k);
+  QF_REQUIRE(info == 0, "GPTQ: ", site, ": the damped Hessian is not positive definite (pivot ",
+             info, ")", advice);
+  info = lapack_inverse_from_cholesky(factor_, k);
+  QF_REQUIRE(info == 0, "GPTQ: ", site, ": the Hessian is singular (", info, ")", advice);
+  info = lapack_cholesky(factor_, k);  // of H^-1 = L L^T
+  QF_REQUIRE(info == 0, "GPTQ: ", site, ": the inverse Hessian is not positive definite (", info,
+             ")", advice);
+  // Column-major L read row-major is L^T = U, upper: H^-1 = U^T U. Clear what LAPACK left
+  // below the diagonal (row-major) so rows hold U alone.
+  for (std::size_t i = 0; i < ku; ++i)
+    std::fill(factor_.begin() + static_cast<std::ptrdiff_t>(i * ku),
+              factor_.begin() + static_cast<std::ptrdiff_t>(i * ku + i), 0.0);
+}
+
+QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t k,
+                              const QuantScheme& scheme, const GptqHessian& hessian, int threads) {
+  QF_REQUIRE(hessian.k() == k, "GPTQ: a Hessian of ", hessian.k(), " channels for weights of ", k,
+             " columns");
+  QF_REQUIRE(scheme.granularity != Granularity::per_tensor, "--gptq with ", to_string(scheme),
+             ": GPTQ needs per-channel or per-group scales (one scale per tensor is not served)");
+  require_finite(weights, n * k, "GPTQ weights");
+  const PackedHeader header = make_packed_header(n, k, scheme);
+  QuantizedTensor t;
+  t.scheme = scheme;
+  t.n = n;
+  t.k = k;
+  t.k_padded = header.k_padded;
+  t.group = header.group;
+  const std::int64_t groups = t.groups();
+  t.q.assign(static_cast<std::size_t>(n * t.k_padded), 0);
+  t.scales.assign(static_cast<std::size_t>(n * groups), 0.f);
+  t.zero_points.assign(static_cast<std::size_t>(n * groups), 0);
+
+  const GptqOptions& options = hessian.options();
+  const bool static_groups = options.act_order;
+  const int block = block_for_groups(options.block, t.group, t.k_padded, static_groups);
+  const std::vector<int>& order = hessian.order();
+  const int bits = scheme.bits;
+  const bool asym = scheme.asymmetric;
+  const std::int64_t g = t.group;
+
+  openblas_set_num_threads(1);  // the rows split over our threads instead
+  const std::int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
+  parallel_for(chunks, threads, [&](std::int64_t c0, std::int64_t c1) {
+    std::vector<double> w(static_cast<std::size_t>(kRowChunk * k));  // rows, processing order
+    std::vector<double> errors(static_cast<std::size_t>(kRowChunk * block));
+    std::vector<float> group_values(static_cast<std::size_t>(g));
+    std::vector<GroupParams> params(static_cast<std::size_t>(kRowChunk * groups));
+    for (std::int64_t chunk = c0; chunk < c1; ++chunk) {
+      const std::int64_t r0 = chunk * kRowChunk, rows = std::min(kRowChunk, n - r0);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t i = 0; i < k; ++i) {
+          const int c = order[static_cast<std::size_t>(i)];
+          w[std::size_t(r * k + i)] = hessian.dead(c) ? 0.0 : weights[(r0 + r) * k + c];
+        }
+      // Group parameters of the values of row r, group j, read in natural column order.
+      auto choose = [&](std::int64_t r, std::int64_t j, auto&& value_of) {
+        const std::int64_t first = j * g, count = std::min(g, k - first);
+        for (std::int64_t i = 0; i < count; ++i)
+          group_values[std::size_t(i)] = static_cast<float>(value_of(first + i));
+        params[std::size_t(r * groups + j)] =
+            choose_group_params(group_values.data(), count, bits, asym);
+      };
+      if (static_groups)  // act-order: every group's parameters from the weights as given
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < groups; ++j)
+            choose(r, j, [&](std::int64_t c) {
+              return hessian.dead(int(c)) ? 0.f : weights[(r0 + r) * k + c];
+            });
+      for (std::int64_t i1 = 0; i1 < k; i1 += block) {
+        const std::int64_t i2 = std::min<std::int64_t>(i1 + block, k), width = i2 - i1;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          double* wr = w.data() + r * k;
+          for (std::int64_t i = i1; i < i2; ++i) {
+            const int c = order[std::size_t(i)];
+            const std::int64_t j = c / g;
+            // Natural order: column i is column c, so the group's columns are wr[c ..].
+            if (!static_groups && c % g == 0) choose(r, j, [&](std::int64_t cc) { return wr[cc]; });
+            const GroupParams& p = params[std::size_t(r * groups + j)];
+            const int q = quantize_value(static_cast<float>(wr[i]), p, bits, asym);
+            t.q[std::size_t((r0 + r) * t.k_padded + c)] = static_cast<std::int16_t>(q);
+            const double* u = hessian.factor_row(int(i));
+            const double e = (wr[i] - dequantized(q, p, asym)) / u[i];
+            for (std::int64_t jj = i + 1; jj < i2; ++jj) wr[jj] -= e * u[jj];
+            errors[std::size_t(r * width + (i - i1))] = e;
+          }
+        }
+        if (i2 < k)  // w[:, i2:] -= E (rows x width) U[i1:i2, i2:]
+          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(k - i2), int(width),
+                      -1.0, errors.data(), int(width), hessian.factor_row(int(i1)) + i2, int(k),
+                      1.0, w.data() + i2, int(k));
+      }
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < groups; ++j) {
+          const GroupParams& p = params[std::size_t(r * groups + j)];
+          t.scales[std::size_t((r0 + r) * groups + j)] = p.scale;
+          t.zero_points[std::size_t((r0 + r) * groups + j)] = p.zero_point;
+          for (std::int64_t c = std::max(k, j * g); c < (j + 1) * g; ++c)  // padding: zeros
+            t.q[std::size_t((r0 + r) * t.k_padded + c)] =
+                static_cast<std::int16_t>(quantize_value(0.f, p, bits, asym));
+        }
+    }
+  });
+  return t;
+}
+
+double output_error(const float* weights, const QuantizedTensor& quantized,
+                    std::span<const double> gram) {
+  const std::int64_t n = quantized.n, k = quantized.k;
+  QF_REQUIRE(gram.size() == std::size_t(k * k), "output_error: Gram of ", gram.size(),
+             " values for k = ", k);
+  const std::vector<float> deq = dequantize(quantized);
+  std::vector<double> e(static_cast<std::size_t>(k));
+  double total = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (std::int64_t c = 0; c < k; ++c)
+      e[std::size_t(c)] = double(deq[std::size_t(r * k + c)]) - weights[r * k + c];
+    for (std::int64_t a = 0; a < k; ++a) {
+      double row = 0;
+      for (std::int64_t b = 0; b < k; ++b) row += gram[std::size_t(a * k + b)] * e[std::size_t(b)];
+      total += e[std::size_t(a)] * row;
+    }
+  }
+  return total;
+}
+
+}  // namespace qforge
