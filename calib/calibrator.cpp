@@ -47,7 +47,7 @@ std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, in
 
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
-                     const CalibrationProgress& progress) {
+                     const CalibrationProgress& progress, const BlockDone& block_done) {
   QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
   const int ctx = static_cast<int>(chunks.front().size());
   QF_REQUIRE(ctx <= executor.positions(), "calibration: --ctx ", ctx, " exceeds the context of ",
@@ -64,21 +64,37 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
     QF_REQUIRE(static_cast<int>(chunks[s].size()) == ctx, "calibration: chunks differ in length");
     executor.embed_rows(chunks[s], rows_of(s, 0));
   }
+  std::vector<float> inputs;  // with block_done: the current block's inputs
   const int total = c.n_layers + 1;
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string prefix = "blk." + std::to_string(l) + ".";
-    // In LinearSite order: qkv, wo, gate_up, down.
-    std::vector<std::unique_ptr<SiteAccumulator>> sites;
-    for (LinearSite site : {LinearSite::qkv, LinearSite::wo, LinearSite::gate_up, LinearSite::down})
-      sites.push_back(std::make_unique<SiteAccumulator>(
-          prefix + site_name(site), site == LinearSite::down ? c.hidden_dim : c.dim, gram));
-    BlockObserver observer(l, {sites[0].get(), sites[1].get(), sites[2].get(), sites[3].get()});
-    executor.set_observer(&observer);
-    for (std::size_t s = 0; s < chunks.size(); ++s)
-      for (int p0 = 0; p0 < ctx; p0 += kRows)
-        executor.forward_block(l, rows_of(s, p0), std::min(kRows, ctx - p0), p0);
-    executor.set_observer(nullptr);
-    for (auto& site : sites) sink(site->finish());
+    if (block_done) inputs = residual;
+    const auto run_block = [&] {
+      for (std::size_t s = 0; s < chunks.size(); ++s)
+        for (int p0 = 0; p0 < ctx; p0 += kRows)
+          executor.forward_block(l, rows_of(s, p0), std::min(kRows, ctx - p0), p0);
+    };
+    BlockStep step = BlockStep::again;
+    while (step == BlockStep::again) {
+      if (block_done) residual = inputs;
+      // In LinearSite order: qkv, wo, gate_up, down.
+      std::vector<std::unique_ptr<SiteAccumulator>> sites;
+      for (LinearSite site :
+           {LinearSite::qkv, LinearSite::wo, LinearSite::gate_up, LinearSite::down})
+        sites.push_back(std::make_unique<SiteAccumulator>(
+            prefix + site_name(site), site == LinearSite::down ? c.hidden_dim : c.dim, gram));
+      BlockObserver observer(l, {sites[0].get(), sites[1].get(), sites[2].get(), sites[3].get()});
+      executor.set_observer(&observer);
+      run_block();
+      executor.set_observer(nullptr);
+      for (auto& site : sites) sink(site->finish());
+      sites.clear();  // the Gram matrices, before the block's method needs memory
+      step = block_done ? block_done(l) : BlockStep::next;
+    }
+    if (step == BlockStep::advance) {
+      residual = inputs;
+      run_block();
+    }
     if (progress) progress(l + 1, total);
   }
   SiteAccumulator classifier("output", c.dim, gram);

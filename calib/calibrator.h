@@ -5,6 +5,8 @@
 //   residual[s] = embedding(chunk s)                    samples x ctx x dim floats
 //   for block l:  for chunk s:  residual[s] = block_l(residual[s])   (observing its 4 inputs)
 //                 -> the 4 sites of block l, finished and handed to `sink`
+//                 block_done(l): again -> the block re-run on its inputs, observed;
+//                 advance -> residual = block_l'(the block's inputs), not observed
 //   for chunk s:  head(residual[s])                                   (observing its input)
 //                 -> the classifier's site
 //
@@ -29,10 +31,19 @@ std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, in
 
 using SiteSink = std::function<void(const SiteStatistics&)>;
 using CalibrationProgress = std::function<void(int done, int total)>;
+// What the pass does after block `layer`'s four sites reached the sink (a sequential
+// method changes the block's layers there):
+//   next      on to the next block
+//   again     run the block again from the same inputs, observing (its sites reach the
+//             sink anew, then block_done again)
+//   advance   run the block again from the same inputs, not observing, then on: the next
+//             block sees what the changed block computes
+enum class BlockStep { next, again, advance };
+using BlockDone = std::function<BlockStep(int layer)>;
 
 // The executor's cache must hold `ctx` positions. Sites reach `sink` in forward order.
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& config,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
-                     const CalibrationProgress& progress = {});
+                     const CalibrationProgress& progress = {}, const BlockDone& block_done = {});
 
 }  // namespace qforge

@@ -58,6 +58,32 @@ double dequantized(int q, const GroupParams& p, bool asymmetric) {
 
 }  // namespace
 
+GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
+                                int bits, bool asymmetric) {
+  float lo = 0.f, hi = 0.f;
+  for (std::int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, values[i]);
+    hi = std::max(hi, values[i]);
+  }
+  GroupParams best;
+  double best_error = 0;
+  for (int g = 0; g < kClipGrid; ++g) {
+    const auto p = static_cast<float>(clip_factor(g));
+    const GroupParams params = group_params_from_range(lo * p, hi * p, bits, asymmetric);
+    double error = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double d = values[i] - dequantized(quantize_value(values[i], params, bits, asymmetric),
+                                               params, asymmetric);
+      error += (weights != nullptr ? weights[i] : 1.0) * d * d;
+    }
+    if (g == 0 || error < best_error) {
+      best = params;
+      best_error = error;
+    }
+  }
+  return best;
+}
+
 GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions& options,
                          const std::string& site)
     : k_(k), options_(options), order_(static_cast<std::size_t>(k)), dead_(std::size_t(k), 0) {
@@ -78,6 +104,8 @@ GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions&
     }
   }
   const double damp = options.damp * std::accumulate(diag.begin(), diag.end(), 0.0) / k;
+  diagonal_.resize(ku);
+  for (std::size_t j = 0; j < ku; ++j) diagonal_[j] = diag[j] + damp;
   std::iota(order_.begin(), order_.end(), 0);
   if (options.act_order)
     std::stable_sort(order_.begin(), order_.end(),
@@ -156,7 +184,9 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
         for (std::int64_t i = 0; i < count; ++i)
           group_values[std::size_t(i)] = static_cast<float>(value_of(first + i));
         params[std::size_t(r * groups + j)] =
-            choose_group_params(group_values.data(), count, bits, asym);
+            options.clip_search ? search_group_params(group_values.data(),
+                                                      hessian.diagonal() + first, count, bits, asym)
+                                : choose_group_params(group_values.data(), count, bits, asym);
       };
       if (static_groups)  // act-order: every group's parameters from the weights as given
         for (std::int64_t r = 0; r < rows; ++r)

@@ -11,7 +11,10 @@
 //       q_i = Q(w_i)                           the scheme's rounding, group parameters taken
 //                                              when the group's first column comes up (of the
 //                                              weights as updated so far), or all up front
-//                                              with act-order ("static groups")
+//                                              with act-order ("static groups"); with the
+//                                              clipping search, the range shrunk by the
+//                                              factor of a grid that least moves the group
+//                                              (sum of H_jj (w_j - deq q_j)^2)
 //       e_i = (w_i - deq(q_i)) / U_ii
 //       w_j -= e_i U_ij                        j in (i, i2): inside the block, at once
 //     w_j -= sum_i e_i U_ij                    j >= i2: once per block (one matrix product)
@@ -30,10 +33,23 @@
 namespace qforge {
 
 struct GptqOptions {
-  double damp = 0.01;      // fraction of mean(diag H) added to the diagonal
-  int block = 128;         // columns per lazy batch update
-  bool act_order = false;  // columns by decreasing H_jj (with static groups)
+  double damp = 0.01;       // fraction of mean(diag H) added to the diagonal
+  int block = 128;          // columns per lazy batch update
+  bool act_order = false;   // columns by decreasing H_jj (with static groups)
+  bool clip_search = true;  // group ranges shrunk on kClipGrid when that lowers the error
 };
+
+// The clipping grid: shrink factors 1, 0.98, ..., 0.60 of a group's range.
+inline constexpr int kClipGrid = 21;
+inline double clip_factor(int i) {
+  return 1.0 - 0.02 * i;
+}
+
+// The parameters of `count` values whose shrunk range [lo p, hi p] on the clipping grid
+// gives the smallest sum of weight_j (v_j - deq(q(v_j)))^2 (first on ties, so p = 1 unless
+// shrinking helps); `weights` may be null (all 1).
+GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
+                                int bits, bool asymmetric);
 
 // The inverse-Hessian factor of one input site, shared by every matrix that reads the
 // site (q, k and v; gate and up).
@@ -48,6 +64,8 @@ class GptqHessian {
   const GptqOptions& options() const { return options_; }
   const std::vector<int>& order() const { return order_; }  // column processed i-th
   bool dead(int column) const { return dead_[static_cast<std::size_t>(column)] != 0; }
+  // The damped diagonal H_jj in natural column order.
+  const double* diagonal() const { return diagonal_.data(); }
   // U in processing order: row i holds U_ij for j >= i.
   const double* factor_row(int i) const { return factor_.data() + std::size_t(i) * k_; }
 
@@ -56,6 +74,7 @@ class GptqHessian {
   GptqOptions options_;
   std::vector<int> order_;
   std::vector<char> dead_;
+  std::vector<double> diagonal_;
   std::vector<double> factor_;  // k x k
 };
 

@@ -51,7 +51,8 @@ void perplexity(const Options& o) {
                     !precision.rules.empty() || precision.kv != KvType::f32);
   std::unique_ptr<ModelSession> reference;
   if (reference_needed)
-    reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
+    reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,
+                                   /*with_methods=*/false);
 
   ProgressBar bar("perplexity", o.json);
   const PerplexityResult r = evaluate_perplexity(

@@ -68,7 +68,8 @@ void quant_report(const Options& o) {
              ": the upgrade scheme must be a quantized scheme (int8, int8-g<G>, ...)");
   const std::string text = read_text_file(o.text);
   auto quantized = open_model_session(o.model, precision, threads, 0, o.json);
-  auto f32 = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json);
+  auto f32 = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,
+                                /*with_methods=*/false);
   const LlamaConfig& c = f32->model.weights.config;
   const int ctx = o.ctx > 0 ? o.ctx : std::min(256, c.seq_len);
   QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
@@ -85,7 +86,8 @@ void quant_report(const Options& o) {
   bar.finish();
   std::optional<AutoPolicy> chosen;
   if (o.auto_policy) {
-    auto upgrade = open_model_session(o.model, upgrade_precision, threads, ctx, o.json);
+    auto upgrade = open_model_session(o.model, upgrade_precision, threads, ctx, o.json,
+                                      /*with_methods=*/false);
     const KldEvaluator kld(*f32->executor, tokens, ctx, report.chunks,
                            f32->model.tokenizer.bos_id());
     chosen = choose_auto_policy(report, *quantized, *upgrade, kld,

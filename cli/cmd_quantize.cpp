@@ -32,12 +32,16 @@ struct Options {
   std::string out;
   std::string preset;
   std::vector<std::string> keeps, tensor_types;
+  MethodOptions methods;  // with -o: --gptq, --calib, ...
 };
 
 void write_file(const Options& o) {
   Precision precision = parse_precision(o.quant);
   precision.rules = policy_rules(o.preset, o.keeps, o.tensor_types);
-  const ModelFile model = open_model(o.model);
+  ModelFile model = open_model(o.model);
+  if (const ModelPreparer prepare = method_preparer(
+          o.methods, precision, o.threads > 0 ? o.threads : default_load_threads(), o.json))
+    prepare(model, load_model_tokenizer(model));
   ProgressBar bar("writing " + o.out, o.json);
   const auto start = std::chrono::steady_clock::now();
   const QuantizedFile file = write_quantized_gguf(
@@ -95,8 +99,8 @@ double relative_rms_error(const std::vector<float>& w, const PackedWeights& pack
 
 void run(const Options& o) {
   if (!o.out.empty()) return write_file(o);
-  QF_REQUIRE(o.preset.empty() && o.keeps.empty() && o.tensor_types.empty(),
-             "quantize: --preset, --keep and --tensor-type apply with -o");
+  QF_REQUIRE(o.preset.empty() && o.keeps.empty() && o.tensor_types.empty() && !o.methods.any(),
+             "quantize: --preset, --keep, --tensor-type and --gptq apply with -o");
   const QuantScheme scheme = parse_quant_scheme(o.quant, "--quant");
   const ModelFile model = open_model(o.model);
   const int threads = o.threads > 0 ? o.threads : default_load_threads();
@@ -165,6 +169,7 @@ void register_quantize(CLI::App& app) {
                   "Q4_0, int4-g32-asym -> Q4_1; `run` loads it without quantizing again)");
   cmd->add_option("--preset", options->preset, "With -o: policy preset (" + preset_names() + ")");
   cmd->add_option("--keep", options->keeps, "With -o: PATTERN[=f32|bf16] kept dense; repeatable");
+  add_method_options(cmd, options->methods);
   cmd->add_option("--tensor-type", options->tensor_types,
                   "With -o: PATTERN=SCHEME for the matching tensors; repeatable");
   cmd->callback([options] { run(*options); });

@@ -16,6 +16,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
     cmd->add_option("--quant", o.quant,
                     "f32 | bf16 | int8 | int8-g<G>[-asym] | int4-g<G>[-asym] | native "
                     "(default: native for a quantized GGUF, else int8)");
+  if (with_quant) add_method_options(cmd, o.methods);
   cmd->add_option("--lm-head", o.lm_head,
                   "Classifier precision with int8/int4: int8 (default) | bf16 | f32; a native "
                   "run keeps the file's Q8_0/Q4_0/Q4_1 classifier unless int8 is given");
@@ -78,10 +79,14 @@ AppliedModelOptions apply_model_options(const ModelOptions& o) {
 namespace qforge::cli {
 
 std::unique_ptr<ModelSession> open_model_session(const ModelOptions& o, const Precision& precision,
-                                                 int threads, int positions, bool quiet) {
+                                                 int threads, int positions, bool quiet,
+                                                 bool with_methods) {
   ProgressBar bar("loading " + to_string(precision), quiet);
-  auto session = open_session(o.model, precision, threads, positions, o.tokenizer,
-                              [&bar](int done, int total) { bar.update(done, total, "layers"); });
+  const ModelPreparer prepare =
+      with_methods ? method_preparer(o.methods, precision, threads, quiet) : ModelPreparer{};
+  auto session = open_session(
+      o.model, precision, threads, positions, o.tokenizer,
+      [&bar](int done, int total) { bar.update(done, total, "layers"); }, prepare);
   bar.finish();
   return session;
 }

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/calibrated_methods.h"
 #include "cli/tuning_option.h"
 #include "model/model_session.h"
 
@@ -28,10 +29,12 @@ struct ModelOptions {
   std::string tokenizer;
   std::string amx;
   TuningOptions tuning;
+  MethodOptions methods;  // --gptq, --calib, ... (with --quant)
 };
 
-// Adds -m, --quant (unless `with_quant` is false), --lm-head, --preset, --tensor-type,
-// --keep, --kv, -t, --max-isa, --tokenizer, --amx, --tuning and --no-tuning.
+// Adds -m, --quant and the calibrated methods' flags (unless `with_quant` is false),
+// --lm-head, --preset, --tensor-type, --keep, --kv, -t, --max-isa, --tokenizer, --amx,
+// --tuning and --no-tuning.
 void add_model_options(CLI::App* cmd, ModelOptions& options, bool with_quant = true);
 
 // The precision of `quant` (default: --quant) with --lm-head and the policy rules:
@@ -53,10 +56,12 @@ struct AppliedModelOptions {
 // Applies --max-isa, --amx and the tuning database (before any model is loaded).
 AppliedModelOptions apply_model_options(const ModelOptions& options);
 
-// Opens the model with a progress bar on stderr while it loads (terminals only; none
-// when `quiet`).
+// Opens the model, applying the calibrated methods asked for (unless `with_methods` is
+// false: a reference such as the f32 model beside a quantized one), with a progress bar
+// on stderr while it loads (terminals only; none when `quiet`).
 std::unique_ptr<ModelSession> open_model_session(const ModelOptions& options,
                                                  const Precision& precision, int threads,
-                                                 int positions = 0, bool quiet = false);
+                                                 int positions = 0, bool quiet = false,
+                                                 bool with_methods = true);
 
 }  // namespace qforge::cli

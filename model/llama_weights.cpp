@@ -553,6 +553,20 @@ std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Preci
   return out;
 }
 
+std::unique_ptr<LinearLayer> build_linear_layer(const ModelFile& model, const PlannedLayer& layer,
+                                                int threads) {
+  const LayerBuilder build(model, threads > 0 ? threads : default_load_threads());
+  Sources sources;
+  for (const std::string& name : layer.tensors) sources.push_back(&model.tensor(name));
+  if (layer.name.ends_with("ffn_gate_up")) {
+    QF_REQUIRE(sources.size() == 2, layer.name, ": expected the gate and up tensors");
+    return build.swiglu(*sources[0], *sources[1], layer.choice);
+  }
+  const bool residual = layer.name.ends_with("attn_output") || layer.name.ends_with("ffn_down");
+  return build.linear(sources, residual ? LinearFusion::residual : LinearFusion::plain,
+                      layer.choice);
+}
+
 std::string policy_summary(const LlamaWeights& weights) {
   // kind -> choice -> the layers that have it, in first-seen order
   struct Use {

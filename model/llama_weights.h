@@ -111,6 +111,10 @@ struct PlannedLayer {
   TensorChoice choice;
 };
 std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Precision& precision);
+// The one layer `layer` describes, built as build_llama_weights builds it (to swap into a
+// model with LlamaWeights::linear_slot).
+std::unique_ptr<LinearLayer> build_linear_layer(const ModelFile& model, const PlannedLayer& layer,
+                                                int threads);
 
 // Converts and packs every tensor with `threads` threads (0: all cores). Kernel ISAs are
 // chosen now, so set the ISA cap before calling.

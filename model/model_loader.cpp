@@ -20,12 +20,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const Precision& precision,
-                       const std::string& tokenizer_path, int threads,
-                       const LoadProgress& progress) {
+                       const std::string& tokenizer_path, int threads, const LoadProgress& progress,
+                       const ModelPreparer& prepare) {
   auto start = std::chrono::steady_clock::now();
-  const ModelFile file = open_model(path);
+  ModelFile file = open_model(path);
   Tokenizer tokenizer = load_model_tokenizer(file, tokenizer_path);
   const double load_seconds = seconds_since(start);
+  if (prepare) prepare(file, tokenizer);
 
   start = std::chrono::steady_clock::now();
   LlamaWeights weights = build_llama_weights(file, precision, threads, progress);

@@ -1,12 +1,14 @@
 // Everything `qforge run` (and the tests) need from a model file, in load order:
 //
-//   open (mmap, parse)  ->  tokenizer  ->  convert + quantize + pack (LlamaWeights)
+//   open (mmap, parse)  ->  tokenizer  ->  [prepare: calibrated methods]  ->  convert + quantize +
+//   pack (LlamaWeights)
 //   ->  generate every kernel the layers call (CodeCache warm-up)
 //
 // The file itself is released afterwards: the weights hold their own copies.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "model/llama_weights.h"
@@ -24,10 +26,14 @@ struct LoadedModel {
   std::size_t kernels = 0;  // distinct kernels generated
 };
 
+// Changes the opened file before its weights are built (calibrated methods: replaced and
+// prequantized tensors, model/model_file.h).
+using ModelPreparer = std::function<void(ModelFile& file, const Tokenizer& tokenizer)>;
+
 // `tokenizer_path` may be empty (see load_model_tokenizer); threads 0 = all cores for packing.
 LoadedModel load_model(const std::string& path, const Precision& precision,
                        const std::string& tokenizer_path = "", int threads = 0,
-                       const LoadProgress& progress = {});
+                       const LoadProgress& progress = {}, const ModelPreparer& prepare = {});
 
 // The model's tokenizer: `path` if given (a llama2.c tokenizer.bin), else a GGUF file's
 // embedded vocabulary, else tok<vocab>.bin or tokenizer.bin beside a llama2.c checkpoint.

@@ -9,10 +9,11 @@ namespace qforge {
 std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
                                            int threads, int positions,
                                            const std::string& tokenizer_path,
-                                           const LoadProgress& progress) {
+                                           const LoadProgress& progress,
+                                           const ModelPreparer& prepare) {
   threads = std::max(1, threads);
   auto session = std::make_unique<ModelSession>(
-      load_model(path, precision, tokenizer_path, threads, progress));
+      load_model(path, precision, tokenizer_path, threads, progress, prepare));
   session->threads = threads;
   session->path = path;
   set_dense_threads(session->threads);

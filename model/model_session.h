@@ -28,6 +28,7 @@ struct ModelSession {
 std::unique_ptr<ModelSession> open_session(const std::string& path, const Precision& precision,
                                            int threads, int positions = 0,
                                            const std::string& tokenizer_path = "",
-                                           const LoadProgress& progress = {});
+                                           const LoadProgress& progress = {},
+                                           const ModelPreparer& prepare = {});
 
 }  // namespace qforge

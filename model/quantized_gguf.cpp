@@ -39,9 +39,11 @@ std::string fused_layer(const std::string& name) {
   return name;
 }
 
-// Rows [first, first + count) of `t` quantized by `scheme` as `type` blocks.
-void encode_rows(const TensorView& t, const QuantScheme& scheme, GgmlType type, std::uint64_t first,
-                 std::uint64_t count, std::byte* out) {
+// Rows [first, first + count) of `t` quantized by `scheme` as `type` blocks; or, when the
+// model holds the tensor prequantized under `scheme` (GPTQ), those values as they are.
+void encode_rows(const TensorView& t, const QuantizedTensor* prequantized,
+                 const QuantScheme& scheme, GgmlType type, std::uint64_t first, std::uint64_t count,
+                 std::byte* out) {
   const auto k = static_cast<std::size_t>(t.columns);
   const std::size_t row_bytes = ggml_row_bytes(type, k);
   const int bits = scheme.bits;
@@ -50,16 +52,26 @@ void encode_rows(const TensorView& t, const QuantScheme& scheme, GgmlType type, 
   std::vector<float> row(k);
   std::uint8_t operands[kQuantBlockValues];
   for (std::uint64_t r = 0; r < count; ++r) {
-    t.row_to_f32(static_cast<std::int64_t>(first + r), row);
+    if (prequantized == nullptr) t.row_to_f32(static_cast<std::int64_t>(first + r), row);
     std::byte* block = out + r * row_bytes;
     for (std::size_t g = 0; g < k; g += kQuantBlockValues) {
-      bool finite = true;
-      const GroupParams params =
-          choose_group_params_fast(row.data() + g, kQuantBlockValues, bits, asym, &finite);
-      QF_REQUIRE(finite, t.name, ": row ", first + r,
-                 " holds a value that is not finite near column ", g);
-      quantize_operands_fast(row.data() + g, kQuantBlockValues, kQuantBlockValues, params, bits,
-                             asym, bias, operands);
+      GroupParams params;
+      if (prequantized != nullptr) {
+        const std::size_t row_at = (first + r) * static_cast<std::size_t>(prequantized->k_padded);
+        const std::size_t group_at =
+            (first + r) * static_cast<std::size_t>(prequantized->groups()) + g / kQuantBlockValues;
+        params.scale = prequantized->scales[group_at];
+        params.zero_point = prequantized->zero_points[group_at];
+        for (std::size_t i = 0; i < kQuantBlockValues; ++i)
+          operands[i] = static_cast<std::uint8_t>(prequantized->q[row_at + g + i] + bias);
+      } else {
+        bool finite = true;
+        params = choose_group_params_fast(row.data() + g, kQuantBlockValues, bits, asym, &finite);
+        QF_REQUIRE(finite, t.name, ": row ", first + r,
+                   " holds a value that is not finite near column ", g);
+        quantize_operands_fast(row.data() + g, kQuantBlockValues, kQuantBlockValues, params, bits,
+                               asym, bias, operands);
+      }
       const std::uint16_t d = f32_to_f16(params.scale);
       std::memcpy(block, &d, 2);
       if (type == GgmlType::Q8_0) {
@@ -203,11 +215,13 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
     if (p.choice.kind == TensorChoice::Kind::quantized) {
       const QuantScheme scheme = p.choice.scheme;
       const GgmlType type = p.type;
-      writer.add_tensor_encoded(
-          t.name, type, dims,
-          [&t, scheme, type](std::uint64_t first, std::uint64_t count, std::byte* bytes) {
-            encode_rows(t, scheme, type, first, count, bytes);
-          });
+      const QuantizedTensor* prequantized = model.prequantized(t.name, scheme);
+      if (prequantized != nullptr) record.choice += " " + model.prequantized_method(t.name);
+      writer.add_tensor_encoded(t.name, type, dims,
+                                [&t, prequantized, scheme, type](
+                                    std::uint64_t first, std::uint64_t count, std::byte* bytes) {
+                                  encode_rows(t, prequantized, scheme, type, first, count, bytes);
+                                });
     } else if (p.type == t.type) {  // native, or a tensor outside the policy: the bytes
       writer.add_tensor_encoded(
           t.name, t.type, dims, [&t](std::uint64_t first, std::uint64_t count, std::byte* bytes) {

@@ -132,8 +132,15 @@ QuantizedTensor reference_gptq(const Inputs& in, int n, int k, const QuantScheme
       std::vector<float> values;
       for (std::int64_t c = j * g; c < std::min<std::int64_t>(k, (j + 1) * g); ++c)
         values.push_back(float(w[std::size_t(c)]));
-      params[std::size_t(j)] = choose_group_params(values.data(), std::int64_t(values.size()),
-                                                   scheme.bits, scheme.asymmetric);
+      std::vector<double> weights;
+      for (std::int64_t c = j * g; c < std::min<std::int64_t>(k, (j + 1) * g); ++c)
+        weights.push_back(h[std::size_t(c) * k + c]);
+      params[std::size_t(j)] =
+          options.clip_search
+              ? search_group_params(values.data(), weights.data(), std::int64_t(values.size()),
+                                    scheme.bits, scheme.asymmetric)
+              : choose_group_params(values.data(), std::int64_t(values.size()), scheme.bits,
+                                    scheme.asymmetric);
     };
     if (options.act_order)
       for (std::int64_t j = 0; j < groups; ++j) choose(j);
@@ -186,6 +193,7 @@ struct Case {
   int block;
   bool act_order;
   int dead_channel;
+  bool clip_search = true;
 };
 
 TEST(Gptq, MatchesTheColumnAtATimeFloat64Algorithm) {
@@ -209,6 +217,7 @@ TEST(Gptq, MatchesTheColumnAtATimeFloat64Algorithm) {
       GptqOptions options;
       options.block = c.block;
       options.act_order = c.act_order;
+      options.clip_search = c.clip_search;
       const GptqHessian hessian(in.gram, c.k, options, "test");
       const QuantizedTensor got =
           gptq_quantize(in.weights.data(), c.n, c.k, scheme, hessian, threads);
@@ -216,7 +225,8 @@ TEST(Gptq, MatchesTheColumnAtATimeFloat64Algorithm) {
       expect_same(got, want,
                   std::string(c.scheme) + " n " + std::to_string(c.n) + " k " +
                       std::to_string(c.k) + " block " + std::to_string(c.block) +
-                      (c.act_order ? " act-order" : "") + " threads " + std::to_string(threads));
+                      (c.act_order ? " act-order" : "") + (c.clip_search ? "" : " no clip") +
+                      " threads " + std::to_string(threads));
     }
     ++seed;
   }
@@ -229,10 +239,55 @@ TEST(Gptq, DiagonalHessianIsRoundToNearest) {
   for (int j = 0; j < k; ++j) diagonal[std::size_t(j) * k + j] = 0.5 + j % 5;
   for (const char* name : {"int4-g32", "int4-g32-asym", "int8", "int8-g32-asym"}) {
     const QuantScheme scheme = parse_quant_scheme(name);
-    const GptqHessian hessian(diagonal, k, {}, "test");
+    GptqOptions options;
+    options.clip_search = false;
+    const GptqHessian hessian(diagonal, k, options, "test");
     expect_same(gptq_quantize(in.weights.data(), n, k, scheme, hessian),
                 quantize_reference(in.weights.data(), n, k, scheme), name);
   }
+}
+
+// The clipping search picks a range of its grid, never one worse than the full range.
+TEST(Gptq, ClippingSearchNeverWorseThanTheFullRange) {
+  std::mt19937 rng(5);
+  std::student_t_distribution<float> heavy(3.f);
+  int improved = 0;
+  for (const char* name : {"int4-g32", "int4-g32-asym", "int8-g32", "int8-g32-asym"}) {
+    const QuantScheme scheme = parse_quant_scheme(name);
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> v(32);
+      std::vector<double> w(32);
+      for (int i = 0; i < 32; ++i) {
+        v[std::size_t(i)] = heavy(rng);
+        w[std::size_t(i)] = 0.1 + (i * 7 % 5);
+      }
+      const auto error = [&](const GroupParams& p) {
+        double e = 0;
+        for (int i = 0; i < 32; ++i) {
+          const int q = quantize_value(v[std::size_t(i)], p, scheme.bits, scheme.asymmetric);
+          const double d = v[std::size_t(i)] - double(p.scale) * (q - p.zero_point);
+          e += w[std::size_t(i)] * d * d;
+        }
+        return e;
+      };
+      const GroupParams full = choose_group_params(v.data(), 32, scheme.bits, scheme.asymmetric);
+      const GroupParams got =
+          search_group_params(v.data(), w.data(), 32, scheme.bits, scheme.asymmetric);
+      ASSERT_LE(error(got), error(full)) << name;
+      improved += error(got) < error(full);
+      float lo = 0, hi = 0;
+      for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+      bool on_grid = false;
+      for (int g = 0; g < kClipGrid; ++g) {
+        const auto p = float(clip_factor(g));
+        const GroupParams c =
+            group_params_from_range(lo * p, hi * p, scheme.bits, scheme.asymmetric);
+        on_grid |= c.scale == got.scale && c.zero_point == got.zero_point && error(c) == error(got);
+      }
+      EXPECT_TRUE(on_grid) << name;
+    }
+  }
+  EXPECT_GT(improved, 200) << "heavy-tailed groups should often gain from clipping";
 }
 
 TEST(Gptq, OutputErrorWellBelowRoundToNearest) {

@@ -315,6 +315,52 @@ TEST(QuantReport, AutoPolicyMeetsItsTargetOnTheEvalTextWithFewerBytes) {
   EXPECT_NE(bad.output.find("--target-kld"), std::string::npos) << bad.output;
 }
 
+// One-shot GPTQ from a calibration file with Gram matrices, through perplexity; and the
+// errors: no calibration, a file without Gram matrices, a dense model, flags that clash.
+TEST(Gptq, OneShotFromACalibrationFileAndItsErrors) {
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  const std::string with_gram = temp_path("gram.qfcal"), without = temp_path("nogram.qfcal");
+  for (const auto& [file, flag] : {std::pair{with_gram, " --gram"}, std::pair{without, ""}}) {
+    const auto made =
+        test::run_command(kQforge + " calibrate -m " + stories() + " -f " + calib_text +
+                          " --samples 8 --ctx 256 -t 2 -o " + file + flag);
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  const std::string base =
+      kQforge + " perplexity -m " + stories() + " -f " + eval_text() + " --ctx 256 -t 2 --json";
+  const std::string perplexity = base + " --quant int4-g128";
+  const auto rtn = test::run_command(perplexity);
+  const auto gptq = test::run_command(perplexity + " --gptq --calib " + with_gram);
+  ASSERT_EQ(rtn.exit_code, 0) << rtn.output;
+  ASSERT_EQ(gptq.exit_code, 0) << gptq.output;
+  const auto r = json_lines(rtn.output), g = json_lines(gptq.output);
+  ASSERT_EQ(g.size(), 1u) << gptq.output;
+  EXPECT_NE(g[0]["policy"].get<std::string>().find("int4-g128 gptq"), std::string::npos);
+  EXPECT_LT(g[0]["mean_kld"].get<double>(), 0.7 * r[0]["mean_kld"].get<double>());
+
+  const auto expect_error = [&](const std::string& flags, const std::string& words,
+                                bool quant = true) {
+    const auto bad = test::run_command((quant ? perplexity : base) + " " + flags);
+    EXPECT_NE(bad.exit_code, 0) << flags;
+    EXPECT_NE(bad.output.find(words), std::string::npos) << flags << ": " << bad.output;
+  };
+  expect_error("--gptq", "--gptq needs --calib FILE");
+  expect_error("--gptq --calib " + without, "has no Gram matrices");
+  expect_error("--gptq --calib " + with_gram + " --calib-text " + calib_text, "give one of them");
+  expect_error("--calib " + with_gram, "no calibrated method asks for it");
+  expect_error("--gptq --calib " + with_gram + " --true-sequential", "only with --calib-text");
+  expect_error("--gptq --calib " + with_gram + " --quant f32", "a dense model has none", false);
+  expect_error("--gptq --calib " + calib_text, "stories260K_calib.txt");  // not a calibration file
+  const auto baby = test::run_command(
+      kQforge + " perplexity -m " + test::model_path("babyllama-tok105/model5000.bin") + " -f " +
+      eval_text() + " --ctx 128 --quant int4-g32 --gptq --calib " + with_gram);
+  EXPECT_NE(baby.exit_code, 0);  // another model's file
+  EXPECT_NE(baby.output.find("gram.qfcal"), std::string::npos) << baby.output;
+  std::filesystem::remove(with_gram);
+  std::filesystem::remove(without);
+}
+
 TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   const std::string out = temp_path("q4.gguf");
   const auto r = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +

@@ -1,0 +1,122 @@
+#include "calib/gptq_model.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "calib/calibrator.h"
+#include "jit/base/error.h"
+#include "model/llama_executor.h"
+#include "ops/linear/thread_pool.h"
+
+namespace qforge {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The layers GPTQ serves: those the precision quantizes, bar the classifier.
+std::vector<PlannedLayer> served_layers(const ModelFile& model, const Precision& precision) {
+  QF_REQUIRE(precision.quantized, "--gptq with --quant ", to_string(precision),
+             ": GPTQ chooses integers, and a dense model has none; give --quant int8 or "
+             "int4-g<G>[-asym]");
+  QF_REQUIRE(!precision.native, "--gptq needs --quant SCHEME: a native run keeps the file's own ",
+             "quantized blocks (", model.path(), ")");
+  std::vector<PlannedLayer> out;
+  for (PlannedLayer& layer : plan_linear_layers(model, precision))
+    if (layer.name != "output" && layer.choice.kind == TensorChoice::Kind::quantized)
+      out.push_back(std::move(layer));
+  QF_REQUIRE(!out.empty(), "--gptq: every linear layer of ", model.path(),
+             " is kept dense or native by the policy; nothing to quantize");
+  return out;
+}
+
+// GPTQ of every tensor of `layer` with the Hessian of its input's Gram matrix.
+int quantize_layer(ModelFile& model, const PlannedLayer& layer, std::span<const double> gram, int k,
+                   const GptqOptions& options, int threads) {
+  const GptqHessian hessian(gram, k, options, layer.name);
+  for (const std::string& name : layer.tensors) {
+    const TensorView& t = model.tensor(name);
+    std::vector<float> w(static_cast<std::size_t>(t.rows * t.columns));
+    for (std::int64_t r = 0; r < t.rows; ++r)
+      t.row_to_f32(r, std::span<float>(w.data() + r * t.columns, std::size_t(t.columns)));
+    model.set_prequantized(
+        name, gptq_quantize(w.data(), t.rows, t.columns, layer.choice.scheme, hessian, threads),
+        "gptq");
+  }
+  return static_cast<int>(layer.tensors.size());
+}
+
+}  // namespace
+
+GptqSummary apply_gptq(ModelFile& model, const Precision& precision, const GptqSource& source,
+                       const GptqOptions& options, int threads, const GptqProgress& progress) {
+  const auto start = Clock::now();
+  const std::vector<PlannedLayer> layers = served_layers(model, precision);
+  const LlamaConfig& c = model.config();
+  GptqSummary summary;
+  double gptq_seconds = 0;
+  const auto quantize = [&](const PlannedLayer& layer, std::span<const double> gram, int k) {
+    const auto t0 = Clock::now();
+    summary.tensors += quantize_layer(model, layer, gram, k, options, threads);
+    ++summary.layers;
+    gptq_seconds += seconds_since(t0);
+  };
+
+  if (source.file != nullptr) {  // one-shot, from the file's Gram matrices
+    const CalibrationFile& file = *source.file;
+    file.check_model(c, model.path());
+    QF_REQUIRE(file.source().gram, file.path(),
+               ": has no Gram matrices (calibrated without --gram); GPTQ's Hessians are made "
+               "of them: run qforge calibrate --gram");
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      const CalibrationSite& site = file.site(layers[i].name);
+      summary.calibration_tokens = site.count;
+      quantize(layers[i], site.gram, site.k);
+      if (progress) progress(static_cast<int>(i + 1), static_cast<int>(layers.size()));
+    }
+  } else {  // sequential: the calibration pass, each block quantized before the next
+    QF_REQUIRE(!source.chunks.empty(), "--gptq: no calibration chunks");
+    summary.sequential = true;
+    const int ctx = static_cast<int>(source.chunks.front().size());
+    summary.calibration_tokens = source.chunks.size() * static_cast<std::uint64_t>(ctx);
+    LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
+    ThreadPool pool(threads);
+    LlamaExecutor executor(weights, pool, ctx);
+    std::map<std::string, SiteStatistics, std::less<>> block_sites;
+    std::size_t next = 0;  // the next layer of `layers` to quantize
+    run_calibration(
+        executor, c, source.chunks, /*gram=*/true,
+        [&](const SiteStatistics& s) { block_sites.insert_or_assign(s.name, s); },
+        [&](int done, int total) {
+          if (progress) progress(done, total);
+        },
+        [&](int l) {
+          const std::string prefix = "blk." + std::to_string(l) + ".";
+          bool changed = false;
+          for (; next < layers.size() && layers[next].name.starts_with(prefix); ++next) {
+            const SiteStatistics& site = block_sites.at(layers[next].name);
+            quantize(layers[next], site.gram, site.k);
+            weights.linear_slot(layers[next].name) =
+                build_linear_layer(model, layers[next], threads);
+            changed = true;
+            if (source.true_sequential) {  // the rest on what this one computes
+              ++next;
+              break;
+            }
+          }
+          block_sites.clear();
+          if (!changed) return BlockStep::next;
+          const bool more = next < layers.size() && layers[next].name.starts_with(prefix);
+          return more ? BlockStep::again : BlockStep::advance;
+        });
+  }
+  summary.gptq_seconds = gptq_seconds;
+  summary.seconds = seconds_since(start);
+  return summary;
+}
+
+}  // namespace qforge

@@ -1,0 +1,94 @@
+#include "cli/calibrated_methods.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "calib/calibrator.h"
+#include "calib/gptq_model.h"
+#include "cli/progress_bar.h"
+#include "cli/text_file.h"
+#include "jit/base/error.h"
+
+namespace qforge::cli {
+
+void add_method_options(CLI::App* cmd, MethodOptions& o) {
+  cmd->add_flag("--gptq", o.gptq,
+                "GPTQ: choose the linear layers' integers to keep their outputs on the "
+                "calibration data (needs --calib or --calib-text; int8 / int4, any group)");
+  cmd->add_option("--gptq-damp", o.gptq_damp,
+                  "GPTQ damping, a fraction of the mean Hessian diagonal (default 0.01)")
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_flag("--act-order", o.act_order,
+                "GPTQ: quantize columns by decreasing Hessian diagonal (groups stay static, "
+                "the packed layout keeps its order)");
+  cmd->add_flag("--true-sequential", o.true_sequential,
+                "GPTQ with --calib-text: inside each block too, each layer calibrated on the "
+                "outputs of the block's layers already quantized (the block runs 5 times, not 2)");
+  cmd->add_option("--calib", o.calib,
+                  "Calibration file (qforge calibrate; --gram for GPTQ): one-shot, every "
+                  "layer's statistics from the f32 model");
+  cmd->add_option("--calib-text", o.calib_text,
+                  "Calibration text: calibrate here, sequentially (each block on the outputs of "
+                  "the blocks already quantized)");
+  cmd->add_option("--calib-samples", o.calib_samples,
+                  "Chunks of --calib-ctx tokens of --calib-text (default 16)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--calib-ctx", o.calib_ctx,
+                  "Tokens per calibration chunk, BOS first (default: 512 or the model's "
+                  "context)")
+      ->check(CLI::Range(2, 1 << 20));
+}
+
+ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision, int threads,
+                              bool quiet) {
+  if (!o.any()) {
+    QF_REQUIRE(o.calib.empty() && o.calib_text.empty(),
+               o.calib.empty() ? "--calib-text" : "--calib",
+               ": no calibrated method asks for it (--gptq)");
+    return {};
+  }
+  QF_REQUIRE(!o.true_sequential || !o.calib_text.empty(),
+             "--true-sequential: only with --calib-text (a calibration file holds the f32 "
+             "model's inputs)");
+  QF_REQUIRE(o.calib.empty() != o.calib_text.empty(),
+             o.calib.empty() ? "--gptq needs --calib FILE (qforge calibrate --gram) or "
+                               "--calib-text FILE"
+                             : "--calib and --calib-text: give one of them");
+  GptqOptions options;
+  options.damp = o.gptq_damp;
+  options.act_order = o.act_order;
+  return [o, precision, threads, quiet, options](ModelFile& model, const Tokenizer& tokenizer) {
+    GptqSource source;
+    std::unique_ptr<CalibrationFile> file;
+    int ctx = 0;
+    if (!o.calib.empty()) {
+      file = std::make_unique<CalibrationFile>(CalibrationFile::open(o.calib));
+      source.file = file.get();
+    } else {
+      const int context = model.config().seq_len;
+      ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(512, context);
+      QF_REQUIRE(ctx <= context, "--calib-ctx ", ctx, " exceeds the context of ", model.path(),
+                 " (", context, ")");
+      const std::vector<int> tokens = tokenizer.encode(read_text_file(o.calib_text), true, false);
+      source.chunks =
+          calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.bos_id(), o.calib_text);
+      source.true_sequential = o.true_sequential;
+    }
+    ProgressBar bar("gptq", quiet);
+    const GptqSummary s =
+        apply_gptq(model, precision, source, options, threads,
+                   [&bar](int done, int total) { bar.update(done, total, "steps"); });
+    bar.finish();
+    if (quiet) return;
+    std::fprintf(stderr, "gptq: %d layers (%d tensors) of %s, %s; %.1f s (GPTQ %.1f s)\n", s.layers,
+                 s.tensors, to_string(precision).c_str(),
+                 s.sequential ? ("sequential over " + std::to_string(source.chunks.size()) + " x " +
+                                 std::to_string(ctx) + " tokens of " + o.calib_text)
+                                    .c_str()
+                              : ("Hessians of " + o.calib).c_str(),
+                 s.seconds, s.gptq_seconds);
+  };
+}
+
+}  // namespace qforge::cli

@@ -1,0 +1,43 @@
+// The flags of the calibrated quantization methods, shared by every command that loads a
+// model (run, bench, perplexity, quant-report, quantize -o), and the step that applies
+// them to the opened file before its weights are built:
+//
+//   --gptq [--gptq-damp D] [--act-order]
+//     with --calib FILE        one-shot: Hessians from a calibration file's Gram matrices
+//     with --calib-text FILE   sequential: calibrated here, a block at a time, each block
+//                              on what the already-quantized blocks compute
+//                              (--calib-samples N chunks of --calib-ctx T tokens;
+//                              --true-sequential: inside each block too)
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "model/llama_weights.h"
+#include "model/model_loader.h"
+
+namespace qforge::cli {
+
+struct MethodOptions {
+  bool gptq = false;
+  double gptq_damp = 0.01;
+  bool act_order = false;
+  bool true_sequential = false;
+  std::string calib;       // a calibration file (qforge calibrate)
+  std::string calib_text;  // a text to calibrate on here
+  int calib_samples = 16;
+  int calib_ctx = 0;  // 0: min(512, the model's context)
+
+  bool any() const { return gptq; }
+};
+
+void add_method_options(CLI::App* cmd, MethodOptions& options);
+
+// Checks the flags agree (throws naming the flag otherwise) and returns the step that
+// applies them, or an empty function when no method is asked for. It reports what it did
+// on stderr unless `quiet`.
+ModelPreparer method_preparer(const MethodOptions& options, const Precision& precision, int threads,
+                              bool quiet);
+
+}  // namespace qforge::cli
