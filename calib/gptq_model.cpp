@@ -43,9 +43,11 @@ int quantize_layer(ModelFile& model, const PlannedLayer& layer, std::span<const 
     std::vector<float> w(static_cast<std::size_t>(t.rows * t.columns));
     for (std::int64_t r = 0; r < t.rows; ++r)
       t.row_to_f32(r, std::span<float>(w.data() + r * t.columns, std::size_t(t.columns)));
+    // After AWQ's scaling the method is both.
+    const std::string method = model.prequantized_method(name) == "awq" ? "awq+gptq" : "gptq";
     model.set_prequantized(
         name, gptq_quantize(w.data(), t.rows, t.columns, layer.choice.scheme, hessian, threads),
-        "gptq");
+        method);
   }
   return static_cast<int>(layer.tensors.size());
 }
@@ -75,7 +77,21 @@ GptqSummary apply_gptq(ModelFile& model, const Precision& precision, const GptqS
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const CalibrationSite& site = file.site(layers[i].name);
       summary.calibration_tokens = site.count;
-      quantize(layers[i], site.gram, site.k);
+      const std::vector<double>* scales = nullptr;
+      if (source.input_scales != nullptr) {
+        const auto it = source.input_scales->find(layers[i].name);
+        if (it != source.input_scales->end()) scales = &it->second;
+      }
+      if (scales != nullptr) {
+        const std::vector<double>& s = *scales;
+        const auto k = static_cast<std::size_t>(site.k);
+        std::vector<double> gram(site.gram.begin(), site.gram.end());
+        for (std::size_t a = 0; a < k; ++a)
+          for (std::size_t b = 0; b < k; ++b) gram[a * k + b] /= s[a] * s[b];
+        quantize(layers[i], gram, site.k);
+      } else {
+        quantize(layers[i], site.gram, site.k);
+      }
       if (progress) progress(static_cast<int>(i + 1), static_cast<int>(layers.size()));
     }
   } else {  // sequential: the calibration pass, each block quantized before the next

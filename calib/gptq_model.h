@@ -17,6 +17,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct GptqSource {
   const CalibrationFile* file = nullptr;  // one-shot, or
   std::vector<std::vector<int>> chunks;   // sequential: chunks of tokens, BOS first
   bool true_sequential = false;           // with chunks
+  // One-shot after AWQ (calib/awq_model.h): the sites whose inputs are now x / s; their
+  // Gram matrices G become diag(1/s) G diag(1/s).
+  const std::map<std::string, std::vector<double>, std::less<>>* input_scales = nullptr;
 };
 
 struct GptqSummary {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "calib/awq_model.h"
 #include "calib/calibrator.h"
 #include "calib/gptq_model.h"
 #include "cli/progress_bar.h"
@@ -13,6 +14,11 @@
 namespace qforge::cli {
 
 void add_method_options(CLI::App* cmd, MethodOptions& o) {
+  cmd->add_flag("--awq", o.awq,
+                "AWQ: scale the weight columns of large activations before quantizing (folded "
+                "into the norms, v and up), then a clipping search (needs --calib or "
+                "--calib-text; before --gptq when both are given)");
+  cmd->add_flag("!--no-awq-clip", o.awq_clip, "AWQ without the per-group clipping search");
   cmd->add_flag("--gptq", o.gptq,
                 "GPTQ: choose the linear layers' integers to keep their outputs on the "
                 "calibration data (needs --calib or --calib-text; int8 / int4, any group)");
@@ -45,49 +51,78 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   if (!o.any()) {
     QF_REQUIRE(o.calib.empty() && o.calib_text.empty(),
                o.calib.empty() ? "--calib-text" : "--calib",
-               ": no calibrated method asks for it (--gptq)");
+               ": no calibrated method asks for it (--awq, --gptq)");
     return {};
   }
   QF_REQUIRE(!o.true_sequential || !o.calib_text.empty(),
              "--true-sequential: only with --calib-text (a calibration file holds the f32 "
              "model's inputs)");
   QF_REQUIRE(o.calib.empty() != o.calib_text.empty(),
-             o.calib.empty() ? "--gptq needs --calib FILE (qforge calibrate --gram) or "
-                               "--calib-text FILE"
+             o.calib.empty() ? std::string(o.gptq ? "--gptq" : "--awq") +
+                                   " needs --calib FILE (qforge calibrate --gram) or "
+                                   "--calib-text FILE"
                              : "--calib and --calib-text: give one of them");
   GptqOptions options;
   options.damp = o.gptq_damp;
   options.act_order = o.act_order;
-  return [o, precision, threads, quiet, options](ModelFile& model, const Tokenizer& tokenizer) {
-    GptqSource source;
+  AwqOptions awq;
+  awq.clip = o.awq_clip;
+  return [o, precision, threads, quiet, options, awq](ModelFile& model,
+                                                      const Tokenizer& tokenizer) {
     std::unique_ptr<CalibrationFile> file;
-    int ctx = 0;
+    std::vector<std::vector<int>> chunks;
+    std::string where;
     if (!o.calib.empty()) {
       file = std::make_unique<CalibrationFile>(CalibrationFile::open(o.calib));
-      source.file = file.get();
+      where = "the statistics of " + o.calib;
     } else {
       const int context = model.config().seq_len;
-      ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(512, context);
+      const int ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(512, context);
       QF_REQUIRE(ctx <= context, "--calib-ctx ", ctx, " exceeds the context of ", model.path(),
                  " (", context, ")");
       const std::vector<int> tokens = tokenizer.encode(read_text_file(o.calib_text), true, false);
-      source.chunks =
-          calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.bos_id(), o.calib_text);
-      source.true_sequential = o.true_sequential;
+      chunks = calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.bos_id(), o.calib_text);
+      where = std::to_string(chunks.size()) + " x " + std::to_string(ctx) + " tokens of " +
+              o.calib_text;
     }
+    AwqSummary scaled;
+    if (o.awq) {
+      ProgressBar bar("awq", quiet);
+      scaled = apply_awq(model, precision, AwqSource{file.get(), chunks}, awq, threads,
+                         [&bar](int done, int total) { bar.update(done, total, "blocks"); });
+      bar.finish();
+      if (!quiet) {
+        double lo = 1, hi = 0, sum = 0, gain = 0;
+        for (const AwqLayer& l : scaled.layers) {
+          lo = std::min(lo, l.alpha);
+          hi = std::max(hi, l.alpha);
+          sum += l.alpha;
+          gain += l.rtn_error > 0 ? l.error / l.rtn_error : 1.0;
+        }
+        const double n = std::max<double>(1, static_cast<double>(scaled.layers.size()));
+        std::fprintf(stderr,
+                     "awq: %zu layers of %s on %s: alpha mean %.2f (%.2f .. %.2f), output error "
+                     "%.2fx alpha 0's (round-to-nearest%s); %.1f s\n",
+                     scaled.layers.size(), to_string(precision).c_str(), where.c_str(), sum / n, lo,
+                     hi, gain / n, o.awq_clip ? " with clipping" : "", scaled.seconds);
+      }
+    }
+    if (!o.gptq) return;
+    GptqSource source;
+    source.file = file.get();
+    source.chunks = chunks;
+    source.true_sequential = o.true_sequential;
+    source.input_scales = o.awq ? &scaled.input_scales : nullptr;
     ProgressBar bar("gptq", quiet);
     const GptqSummary s =
         apply_gptq(model, precision, source, options, threads,
                    [&bar](int done, int total) { bar.update(done, total, "steps"); });
     bar.finish();
     if (quiet) return;
-    std::fprintf(stderr, "gptq: %d layers (%d tensors) of %s, %s; %.1f s (GPTQ %.1f s)\n", s.layers,
-                 s.tensors, to_string(precision).c_str(),
-                 s.sequential ? ("sequential over " + std::to_string(source.chunks.size()) + " x " +
-                                 std::to_string(ctx) + " tokens of " + o.calib_text)
-                                    .c_str()
-                              : ("Hessians of " + o.calib).c_str(),
-                 s.seconds, s.gptq_seconds);
+    std::fprintf(stderr, "gptq: %d layers (%d tensors) of %s, %s on %s; %.1f s (GPTQ %.1f s)\n",
+                 s.layers, s.tensors, to_string(precision).c_str(),
+                 s.sequential ? (o.true_sequential ? "true-sequential" : "sequential") : "one-shot",
+                 where.c_str(), s.seconds, s.gptq_seconds);
   };
 }
 

@@ -2,7 +2,9 @@
 // model (run, bench, perplexity, quant-report, quantize -o), and the step that applies
 // them to the opened file before its weights are built:
 //
-//   --gptq [--gptq-damp D] [--act-order]
+//   --awq [--no-awq-clip]        activation-aware scales folded into norms and weights,
+//                                then round-to-nearest with a clipping search
+//   --gptq [--gptq-damp D] [--act-order]   (after --awq when both are given)
 //     with --calib FILE        one-shot: Hessians from a calibration file's Gram matrices
 //     with --calib-text FILE   sequential: calibrated here, a block at a time, each block
 //                              on what the already-quantized blocks compute
@@ -20,6 +22,8 @@
 namespace qforge::cli {
 
 struct MethodOptions {
+  bool awq = false;
+  bool awq_clip = true;
   bool gptq = false;
   double gptq_damp = 0.01;
   bool act_order = false;
@@ -29,7 +33,7 @@ struct MethodOptions {
   int calib_samples = 16;
   int calib_ctx = 0;  // 0: min(512, the model's context)
 
-  bool any() const { return gptq; }
+  bool any() const { return gptq || awq; }
 };
 
 void add_method_options(CLI::App* cmd, MethodOptions& options);

@@ -40,6 +40,7 @@ class GgufReader {
 
   const std::string& path() const { return file_.path(); }
   std::size_t file_size() const { return file_.size(); }
+  const std::byte* file_data() const { return file_.data(); }
   std::uint32_t version() const { return version_; }
   std::uint32_t alignment() const { return alignment_; }
   std::uint64_t data_offset() const { return data_offset_; }

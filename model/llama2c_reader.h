@@ -51,6 +51,7 @@ class Llama2cCheckpoint {
   explicit Llama2cCheckpoint(std::string path);
 
   const std::string& path() const { return file_.path(); }
+  const std::byte* file_data() const { return file_.data(); }
   const LlamaConfig& config() const { return config_; }
   const std::vector<Llama2cTensor>& tensors() const { return tensors_; }
 

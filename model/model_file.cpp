@@ -115,8 +115,15 @@ ModelFile ModelFile::from_gguf(std::string path) {
       fail(model.path_, ": tensor '", info.name, "' has ", info.n_dims, " dims ",
            info.shape_string(), ", expected a matrix or a vector");
     const std::span<const std::byte> data = gguf.tensor_data(info);  // throws for Q4_K etc.
-    model.add({info.name, info.type, static_cast<std::int64_t>(info.rows()),
-               static_cast<std::int64_t>(info.columns()), data.data(), data.size()});
+    TensorView view{info.name,
+                    info.type,
+                    static_cast<std::int64_t>(info.rows()),
+                    static_cast<std::int64_t>(info.columns()),
+                    data.data(),
+                    data.size()};
+    view.file_offset = static_cast<std::uint64_t>(data.data() - gguf.file_data());
+    view.file_type = info.type;
+    model.add(std::move(view));
   }
   model.check_shapes();
   return model;
@@ -131,8 +138,10 @@ ModelFile ModelFile::from_llama2c(std::string path) {
   for (const Llama2cTensor& tensor : model.llama2c_->tensors()) {
     std::string name = gguf_name_of(tensor);
     if (name.empty()) continue;
-    model.add({std::move(name), GgmlType::F32, tensor.rows, tensor.columns, tensor.data,
-               tensor.byte_size()});
+    TensorView view{std::move(name), GgmlType::F32, tensor.rows,
+                    tensor.columns,  tensor.data,   tensor.byte_size()};
+    view.file_offset = static_cast<std::uint64_t>(tensor.data - model.llama2c_->file_data());
+    model.add(std::move(view));
   }
   model.check_shapes();
   return model;
@@ -221,6 +230,34 @@ const QuantizedTensor* ModelFile::prequantized(std::string_view name,
   const auto it = prequantized_.find(name);
   return it == prequantized_.end() || !(it->second.tensor.scheme == scheme) ? nullptr
                                                                             : &it->second.tensor;
+}
+
+void write_with_replacements(const ModelFile& model, const std::string& path) {
+  for (const TensorView& t : model.tensors())
+    QF_REQUIRE(!t.in_memory || t.file_type == GgmlType::F32, model.path(), ": tensor '", t.name,
+               "' is ", ggml_type_name(t.file_type),
+               " in the file; only F32 tensors can be replaced in place");
+  const std::string temp = path + ".tmp";
+  std::error_code error;
+  std::filesystem::copy_file(model.path(), temp, std::filesystem::copy_options::overwrite_existing,
+                             error);
+  QF_REQUIRE(!error, temp, ": cannot copy ", model.path(), ": ", error.message());
+  {
+    std::fstream out(temp, std::ios::binary | std::ios::in | std::ios::out);
+    QF_REQUIRE(out.good(), temp, ": cannot open for writing");
+    for (const TensorView& t : model.tensors()) {
+      if (!t.in_memory) continue;
+      out.seekp(static_cast<std::streamoff>(t.file_offset));
+      out.write(reinterpret_cast<const char*>(t.data), static_cast<std::streamsize>(t.byte_size));
+    }
+    out.flush();
+    if (!out.good()) {
+      std::filesystem::remove(temp, error);
+      fail(temp, ": write failed");
+    }
+  }
+  std::filesystem::rename(temp, path, error);
+  QF_REQUIRE(!error, path, ": cannot rename from ", temp, ": ", error.message());
 }
 
 ModelFile open_model(const std::string& path) {

@@ -46,6 +46,10 @@ struct TensorView {
   // Values a calibrated method replaced (ModelFile::replace_tensor): `data` is memory the
   // ModelFile owns, not file pages (which a loader may release once converted).
   bool in_memory = false;
+  // Where the tensor's bytes are in the file, and their type there (what `data` held
+  // before a replacement).
+  std::uint64_t file_offset = 0;
+  GgmlType file_type = GgmlType::F32;
 
   std::uint64_t row_bytes() const {
     return ggml_row_bytes(type, static_cast<std::uint64_t>(columns));
@@ -118,6 +122,11 @@ class ModelFile {
   };
   std::map<std::string, Prequantized, std::less<>> prequantized_;
 };
+
+// Writes `path` as a byte copy of the model's file with every replaced tensor's values in
+// place of its own (via "<path>.tmp", renamed when complete): the file of a model a
+// calibrated step changed. Throws naming the tensor when one was not F32 in the file.
+void write_with_replacements(const ModelFile& model, const std::string& path);
 
 // Opens a GGUF file (recognised by its magic or a .gguf name) or a llama2.c checkpoint
 // (anything else whose header and size agree).

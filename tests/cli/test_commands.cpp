@@ -315,9 +315,10 @@ TEST(QuantReport, AutoPolicyMeetsItsTargetOnTheEvalTextWithFewerBytes) {
   EXPECT_NE(bad.output.find("--target-kld"), std::string::npos) << bad.output;
 }
 
-// One-shot GPTQ from a calibration file with Gram matrices, through perplexity; and the
+// One-shot GPTQ (and AWQ + GPTQ) from a calibration file with Gram matrices, through
+// perplexity; and the
 // errors: no calibration, a file without Gram matrices, a dense model, flags that clash.
-TEST(Gptq, OneShotFromACalibrationFileAndItsErrors) {
+TEST(CalibratedMethods, OneShotFromACalibrationFileAndTheirErrors) {
   const std::string calib_text =
       std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
   const std::string with_gram = temp_path("gram.qfcal"), without = temp_path("nogram.qfcal");
@@ -338,6 +339,13 @@ TEST(Gptq, OneShotFromACalibrationFileAndItsErrors) {
   ASSERT_EQ(g.size(), 1u) << gptq.output;
   EXPECT_NE(g[0]["policy"].get<std::string>().find("int4-g128 gptq"), std::string::npos);
   EXPECT_LT(g[0]["mean_kld"].get<double>(), 0.7 * r[0]["mean_kld"].get<double>());
+  // AWQ then GPTQ, both one-shot from the file (GPTQ's Hessians scaled by AWQ's s).
+  const auto both = test::run_command(perplexity + " --awq --gptq --calib " + with_gram);
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  const auto b = json_lines(both.output);
+  ASSERT_EQ(b.size(), 1u) << both.output;
+  EXPECT_NE(b[0]["policy"].get<std::string>().find("int4-g128 awq+gptq"), std::string::npos);
+  EXPECT_LT(b[0]["mean_kld"].get<double>(), 0.7 * r[0]["mean_kld"].get<double>());
 
   const auto expect_error = [&](const std::string& flags, const std::string& words,
                                 bool quant = true) {
@@ -346,6 +354,7 @@ TEST(Gptq, OneShotFromACalibrationFileAndItsErrors) {
     EXPECT_NE(bad.output.find(words), std::string::npos) << flags << ": " << bad.output;
   };
   expect_error("--gptq", "--gptq needs --calib FILE");
+  expect_error("--awq", "--awq needs --calib FILE");
   expect_error("--gptq --calib " + without, "has no Gram matrices");
   expect_error("--gptq --calib " + with_gram + " --calib-text " + calib_text, "give one of them");
   expect_error("--calib " + with_gram, "no calibrated method asks for it");

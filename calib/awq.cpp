@@ -1,0 +1,196 @@
+#include "calib/awq.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "calib/gptq.h"
+#include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
+#include "ops/quant/packed_layout.h"
+
+namespace qforge {
+namespace {
+
+// The scales of one alpha: base^alpha, 1 where the channel never fired, normalised so
+// that max * min = 1.
+std::vector<double> scales_for(const std::vector<double>& base, double alpha) {
+  std::vector<double> s(base.size(), 1.0);
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t c = 0; c < base.size(); ++c) {
+    if (base[c] <= 0) continue;
+    s[c] = std::pow(base[c], alpha);
+    lo = any ? std::min(lo, s[c]) : s[c];
+    hi = any ? std::max(hi, s[c]) : s[c];
+    any = true;
+  }
+  if (!any) return s;
+  const double norm = std::sqrt(lo * hi);
+  for (std::size_t c = 0; c < base.size(); ++c)
+    if (base[c] > 0) s[c] /= norm;
+  return s;
+}
+
+// search_group_params with the error e G e^T, G the count x count block at `gram`
+// (leading dimension ld).
+GroupParams search_group_params_gram(const float* values, const double* gram, std::int64_t ld,
+                                     std::int64_t count, int bits, bool asymmetric) {
+  float lo = 0.f, hi = 0.f;
+  for (std::int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, values[i]);
+    hi = std::max(hi, values[i]);
+  }
+  std::vector<double> e(static_cast<std::size_t>(count)), ge(e.size());
+  GroupParams best;
+  double best_error = 0;
+  for (int g = 0; g < kClipGrid; ++g) {
+    const auto p = static_cast<float>(clip_factor(g));
+    const GroupParams params = group_params_from_range(lo * p, hi * p, bits, asymmetric);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const int q = quantize_value(values[i], params, bits, asymmetric);
+      e[std::size_t(i)] =
+          static_cast<double>(params.scale) * (asymmetric ? q - params.zero_point : q) - values[i];
+    }
+    cblas_dsymv(CblasRowMajor, CblasUpper, int(count), 1.0, gram, int(ld), e.data(), 1, 0.0,
+                ge.data(), 1);
+    const double error = cblas_ddot(int(count), e.data(), 1, ge.data(), 1);
+    if (g == 0 || error < best_error) {
+      best = params;
+      best_error = error;
+    }
+  }
+  return best;
+}
+
+void require_served(const QuantScheme& scheme) {
+  QF_REQUIRE(scheme.granularity != Granularity::per_tensor, "--awq with ", to_string(scheme),
+             ": AWQ needs per-channel or per-group scales (one scale per tensor is not served)");
+}
+
+}  // namespace
+
+AwqScales search_awq_scales(const std::vector<const float*>& weights,
+                            const std::vector<std::int64_t>& rows, const AwqInput& input,
+                            const QuantScheme& scheme, const AwqOptions& options, int tie,
+                            int tie_period, int threads) {
+  require_served(scheme);
+  const int k = input.k;
+  const auto ku = static_cast<std::size_t>(k);
+  QF_REQUIRE(input.mean_abs.size() == ku && input.mean_sq.size() == ku &&
+                 (input.gram.empty() || input.gram.size() == ku * ku),
+             "AWQ: ", input.name, ": statistics of another width than ", k);
+  QF_REQUIRE(options.grid >= 1, "--awq grid ", options.grid, ": at least 1");
+  QF_REQUIRE(tie >= 1 && tie_period >= 1 && k % (tie * tie_period) == 0, "AWQ: ", input.name,
+             ": cannot tie ", tie, " groups of ", tie_period, " channels of ", k);
+  // The rows the error is measured on, spread evenly over all matrices.
+  std::int64_t total = 0;
+  for (std::int64_t r : rows) total += r;
+  const std::int64_t m = std::min<std::int64_t>(total, std::max(1, options.search_rows));
+  std::vector<float> sample(static_cast<std::size_t>(m) * ku);
+  for (std::int64_t i = 0; i < m; ++i) {
+    std::int64_t r = i * total / m;
+    std::size_t t = 0;
+    while (r >= rows[t]) r -= rows[t++];
+    std::copy(weights[t] + r * k, weights[t] + (r + 1) * k, sample.begin() + i * k);
+  }
+  // The activation magnitudes, tied where the channels must share a scale.
+  std::vector<double> base(input.mean_abs.begin(), input.mean_abs.end());
+  if (tie > 1) {
+    const int block = tie * tie_period;
+    for (int b = 0; b < k; b += block)
+      for (int d = 0; d < tie_period; ++d) {
+        double sum = 0;
+        for (int h = 0; h < tie; ++h) sum += base[std::size_t(b + h * tie_period + d)];
+        for (int h = 0; h < tie; ++h) base[std::size_t(b + h * tie_period + d)] = sum / tie;
+      }
+  }
+  std::vector<float> scaled(sample.size());
+  std::vector<double> error_rows(sample.size()), product(sample.size());
+  AwqScales best;
+  for (int i = 0; i < options.grid; ++i) {
+    const double alpha = static_cast<double>(i) / options.grid;
+    std::vector<double> s = scales_for(base, alpha);
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::size_t c = 0; c < ku; ++c)
+        scaled[std::size_t(r) * ku + c] =
+            static_cast<float>(sample[std::size_t(r) * ku + c] * s[c]);
+    // The quantizer the layer will get: with the clipping search on the scaled input's
+    // Gram matrix, or round-to-nearest.
+    std::vector<float> back;
+    if (options.clip) {
+      std::vector<double> energy(ku), gram;
+      for (std::size_t c = 0; c < ku; ++c) energy[c] = input.mean_sq[c] / (s[c] * s[c]);
+      if (!input.gram.empty()) {
+        gram.resize(ku * ku);
+        for (std::size_t a = 0; a < ku; ++a)
+          for (std::size_t b = 0; b < ku; ++b)
+            gram[a * ku + b] = input.gram[a * ku + b] / (s[a] * s[b]);
+      }
+      back =
+          dequantize(quantize_clipped(scaled.data(), m, k, scheme, energy.data(), gram, threads));
+    } else {
+      back = dequantize(quantize_reference(scaled.data(), m, k, scheme));
+    }
+    for (std::size_t j = 0; j < sample.size(); ++j) error_rows[j] = back[j] / s[j % ku] - sample[j];
+    double error = 0;
+    if (input.gram.empty()) {
+      for (std::size_t j = 0; j < sample.size(); ++j)
+        error += error_rows[j] * error_rows[j] * input.mean_sq[j % ku];
+    } else {  // sum_r e_r G e_r^T = sum (E G) .* E
+      openblas_set_num_threads(std::max(1, threads));
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), k, k, 1.0, error_rows.data(),
+                  k, input.gram.data(), k, 0.0, product.data(), k);
+      for (std::size_t j = 0; j < sample.size(); ++j) error += product[j] * error_rows[j];
+    }
+    error /= static_cast<double>(m);
+    if (i == 0) best.rtn_error = error;
+    if (i == 0 || error < best.error) {
+      best.alpha = alpha;
+      best.s = std::move(s);
+      best.error = error;
+    }
+  }
+  return best;
+}
+
+QuantizedTensor quantize_clipped(const float* weights, std::int64_t n, std::int64_t k,
+                                 const QuantScheme& scheme, const double* energy,
+                                 std::span<const double> gram, int threads) {
+  require_served(scheme);
+  require_finite(weights, n * k, "AWQ weights");
+  const PackedHeader header = make_packed_header(n, k, scheme);
+  QuantizedTensor t;
+  t.scheme = scheme;
+  t.n = n;
+  t.k = k;
+  t.k_padded = header.k_padded;
+  t.group = header.group;
+  const std::int64_t groups = t.groups(), g = t.group;
+  t.q.assign(static_cast<std::size_t>(n * t.k_padded), 0);
+  t.scales.assign(static_cast<std::size_t>(n * groups), 0.f);
+  t.zero_points.assign(static_cast<std::size_t>(n * groups), 0);
+  openblas_set_num_threads(1);  // rows split over our threads
+  parallel_for(n, threads, [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r)
+      for (std::int64_t j = 0; j < groups; ++j) {
+        const std::int64_t first = j * g, count = std::min(g, k - first);
+        const float* values = weights + r * k + first;
+        const GroupParams p =
+            gram.empty()
+                ? search_group_params(values, energy + first, count, scheme.bits, scheme.asymmetric)
+                : search_group_params_gram(values, gram.data() + first * k + first, k, count,
+                                           scheme.bits, scheme.asymmetric);
+        t.scales[std::size_t(r * groups + j)] = p.scale;
+        t.zero_points[std::size_t(r * groups + j)] = p.zero_point;
+        for (std::int64_t i = 0; i < g; ++i)
+          t.q[std::size_t(r * t.k_padded + first + i)] = static_cast<std::int16_t>(
+              quantize_value(i < count ? values[i] : 0.f, p, scheme.bits, scheme.asymmetric));
+      }
+  });
+  return t;
+}
+
+}  // namespace qforge

@@ -1,0 +1,47 @@
+// SmoothQuant (Xiao et al. 2022): move the activation outliers of each linear input into
+// the weights, whose per-channel int8 quantization absorbs them, so that per-token (or
+// per-tensor) int8 activations lose little:
+//
+//   s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)      max|W_j| over every matrix reading j
+//                                                     (1 where either is 0)
+//   x / s folded into what feeds the input, W diag(s) into the weights
+//   (calib/input_scaling.h); wo's scales shared by the query heads of a kv head.
+//
+// alpha 0.5 by default (the paper's and IPEX's); per layer from a grid with `auto`
+// (not here yet). Norms, v and up change; the model is the same function.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "calib/calibration_file.h"
+#include "model/llama_weights.h"
+#include "model/model_file.h"
+
+namespace qforge {
+
+struct SmoothQuantSource {
+  const CalibrationFile* file = nullptr;  // or
+  std::vector<std::vector<int>> chunks;   // chunks of tokens, BOS first (calibrated here)
+};
+
+struct SmoothQuantSummary {
+  int layers = 0;
+  double largest_outlier_before = 0, largest_outlier_after = 0;  // max / median of max|x|
+  double seconds = 0;
+};
+
+// The scales of one input: `activation_absmax` (k) and the weights reading it.
+std::vector<double> smoothquant_scales(std::span<const float> activation_absmax,
+                                       const std::vector<std::vector<float>>& weights,
+                                       double alpha);
+
+// Smooths every block's quantized linear inputs. Throws naming --smoothquant for a dense
+// or native precision, --sq-alpha outside [0, 1], or another model's calibration file.
+SmoothQuantSummary apply_smoothquant(ModelFile& model, const Precision& precision,
+                                     const SmoothQuantSource& source, double alpha, int threads,
+                                     const std::function<void(int, int)>& progress = {});
+
+}  // namespace qforge
