@@ -65,6 +65,7 @@ SmoothQuantSummary apply_smoothquant(ModelFile& model, const Precision& precisio
       const std::string site = layer.name.substr(prefix.size());
       if (site == "attn_output") tie_scales(s, c);
       fold_input_scales(model, l, site, s);
+      summary.input_scales[layer.name] = s;
       std::vector<double> x(absmax.begin(), absmax.end()), y(x.size());
       for (std::size_t j = 0; j < x.size(); ++j) y[j] = x[j] / s[j];
       before.push_back(outlier_ratio(x));

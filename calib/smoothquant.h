@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct SmoothQuantSource {
 struct SmoothQuantSummary {
   int layers = 0;
   double largest_outlier_before = 0, largest_outlier_after = 0;  // max / median of max|x|
+  // Each smoothed site's s (its inputs are now x / s), as AwqSummary::input_scales.
+  std::map<std::string, std::vector<double>, std::less<>> input_scales;
   double seconds = 0;
 };
 

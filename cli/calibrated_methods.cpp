@@ -7,6 +7,7 @@
 #include "calib/awq_model.h"
 #include "calib/calibrator.h"
 #include "calib/gptq_model.h"
+#include "calib/smoothquant.h"
 #include "cli/progress_bar.h"
 #include "cli/text_file.h"
 #include "jit/base/error.h"
@@ -14,6 +15,11 @@
 namespace qforge::cli {
 
 void add_method_options(CLI::App* cmd, MethodOptions& o) {
+  cmd->add_flag("--smoothquant", o.smoothquant,
+                "SmoothQuant: move activation outliers into the weights, s = max|x|^a / "
+                "max|w|^(1-a), folded into the norms, v and up (needs --calib or --calib-text)");
+  cmd->add_option("--sq-alpha", o.sq_alpha, "SmoothQuant's migration strength a (default 0.5)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--awq", o.awq,
                 "AWQ: scale the weight columns of large activations before quantizing (folded "
                 "into the norms, v and up), then a clipping search (needs --calib or "
@@ -51,14 +57,18 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   if (!o.any()) {
     QF_REQUIRE(o.calib.empty() && o.calib_text.empty(),
                o.calib.empty() ? "--calib-text" : "--calib",
-               ": no calibrated method asks for it (--awq, --gptq)");
+               ": no calibrated method asks for it (--smoothquant, --awq, --gptq)");
     return {};
   }
+  QF_REQUIRE(!(o.smoothquant && o.awq),
+             "--smoothquant and --awq: both rescale the linear inputs; give one of them");
   QF_REQUIRE(!o.true_sequential || !o.calib_text.empty(),
              "--true-sequential: only with --calib-text (a calibration file holds the f32 "
              "model's inputs)");
   QF_REQUIRE(o.calib.empty() != o.calib_text.empty(),
-             o.calib.empty() ? std::string(o.gptq ? "--gptq" : "--awq") +
+             o.calib.empty() ? std::string(o.gptq  ? "--gptq"
+                                           : o.awq ? "--awq"
+                                                   : "--smoothquant") +
                                    " needs --calib FILE (qforge calibrate --gram) or "
                                    "--calib-text FILE"
                              : "--calib and --calib-text: give one of them");
@@ -69,6 +79,7 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   awq.clip = o.awq_clip;
   return [o, precision, threads, quiet, options, awq](ModelFile& model,
                                                       const Tokenizer& tokenizer) {
+    // (SmoothQuant or AWQ) then GPTQ; each reports on stderr unless quiet.
     std::unique_ptr<CalibrationFile> file;
     std::vector<std::vector<int>> chunks;
     std::string where;
@@ -84,6 +95,20 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
       chunks = calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.bos_id(), o.calib_text);
       where = std::to_string(chunks.size()) + " x " + std::to_string(ctx) + " tokens of " +
               o.calib_text;
+    }
+    SmoothQuantSummary sq;
+    if (o.smoothquant) {
+      ProgressBar bar("smoothquant", quiet);
+      sq = apply_smoothquant(model, precision, SmoothQuantSource{file.get(), chunks}, o.sq_alpha,
+                             threads,
+                             [&bar](int done, int total) { bar.update(done, total, "blocks"); });
+      bar.finish();
+      if (!quiet)
+        std::fprintf(stderr,
+                     "smoothquant: %d layers of %s, alpha %.2f, on %s: largest activation "
+                     "outlier (max / median channel) %.1f -> %.1f; %.1f s\n",
+                     sq.layers, to_string(precision).c_str(), o.sq_alpha, where.c_str(),
+                     sq.largest_outlier_before, sq.largest_outlier_after, sq.seconds);
     }
     AwqSummary scaled;
     if (o.awq) {
@@ -112,7 +137,7 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
     source.file = file.get();
     source.chunks = chunks;
     source.true_sequential = o.true_sequential;
-    source.input_scales = o.awq ? &scaled.input_scales : nullptr;
+    source.input_scales = o.awq ? &scaled.input_scales : o.smoothquant ? &sq.input_scales : nullptr;
     ProgressBar bar("gptq", quiet);
     const GptqSummary s =
         apply_gptq(model, precision, source, options, threads,

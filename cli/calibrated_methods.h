@@ -2,9 +2,11 @@
 // model (run, bench, perplexity, quant-report, quantize -o), and the step that applies
 // them to the opened file before its weights are built:
 //
+//   --smoothquant [--sq-alpha A]  activation outliers moved into the weights (folded into
+//                                norms, v and up), for the int8 activations
 //   --awq [--no-awq-clip]        activation-aware scales folded into norms and weights,
 //                                then round-to-nearest with a clipping search
-//   --gptq [--gptq-damp D] [--act-order]   (after --awq when both are given)
+//   --gptq [--gptq-damp D] [--act-order]   (after --smoothquant / --awq when given)
 //     with --calib FILE        one-shot: Hessians from a calibration file's Gram matrices
 //     with --calib-text FILE   sequential: calibrated here, a block at a time, each block
 //                              on what the already-quantized blocks compute
@@ -22,6 +24,8 @@
 namespace qforge::cli {
 
 struct MethodOptions {
+  bool smoothquant = false;
+  double sq_alpha = 0.5;
   bool awq = false;
   bool awq_clip = true;
   bool gptq = false;
@@ -33,7 +37,7 @@ struct MethodOptions {
   int calib_samples = 16;
   int calib_ctx = 0;  // 0: min(512, the model's context)
 
-  bool any() const { return gptq || awq; }
+  bool any() const { return gptq || awq || smoothquant; }
 };
 
 void add_method_options(CLI::App* cmd, MethodOptions& options);

@@ -12,6 +12,7 @@ void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_quant_report(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_rescale(CLI::App& app);
 void register_run(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_tune(CLI::App& app);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   qforge::cli::register_dump_asm(app);
   qforge::cli::register_info(app);
   qforge::cli::register_quantize(app);
+  qforge::cli::register_rescale(app);
   qforge::cli::register_quant_report(app);
   qforge::cli::register_perplexity(app);
   qforge::cli::register_run(app);

@@ -370,6 +370,50 @@ TEST(CalibratedMethods, OneShotFromACalibrationFileAndTheirErrors) {
   std::filesystem::remove(without);
 }
 
+double json_field(const test::CommandResult& r, const char* field) {
+  const auto records = json_lines(r.output);
+  EXPECT_EQ(records.size(), 1u) << r.output;
+  return records.empty() ? 0.0 : records[0][field].get<double>();
+}
+
+// An outlier variant of stories260K (4 channels per linear input 40x larger, folded so
+// the f32 model is the same function) wrecks per-token int8 activations; SmoothQuant
+// brings the KLD back within 2x of int8 on the original model.
+TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
+  const std::string outliers = temp_path("outliers.gguf");
+  const auto made = test::run_command(kQforge + " rescale -m " + stories() + " -o " + outliers +
+                                      " --channels 4 --factor 40");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  const auto perplexity = [&](const std::string& model, const std::string& flags) {
+    const auto r = test::run_command(kQforge + " perplexity -m " + model + " -f " + eval_text() +
+                                     " --ctx 256 -t 2 --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.output;
+    return r;
+  };
+  EXPECT_NEAR(json_field(perplexity(outliers, "--quant f32"), "perplexity"),
+              json_field(perplexity(stories(), "--quant f32"), "perplexity"), 1e-5);
+  const double original = json_field(perplexity(stories(), "--quant int8"), "mean_kld");
+  const double wrecked = json_field(perplexity(outliers, "--quant int8"), "mean_kld");
+  const double smoothed = json_field(
+      perplexity(outliers, "--quant int8 --smoothquant --calib-text " + calib_text), "mean_kld");
+  EXPECT_GT(wrecked, 20 * original);
+  EXPECT_LT(smoothed, 2 * original) << "original " << original << ", outliers " << wrecked;
+
+  const auto refused = [&](const std::string& flags, const std::string& words) {
+    const auto r = test::run_command(kQforge + " perplexity -m " + outliers + " -f " + eval_text() +
+                                     " --ctx 256 " + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(r.output.find(words), std::string::npos) << flags << ": " << r.output;
+  };
+  refused("--quant int8 --smoothquant --sq-alpha 1.5 --calib-text " + calib_text, "--sq-alpha");
+  refused("--quant int8 --smoothquant --awq --calib-text " + calib_text, "give one of them");
+  refused("--quant f32 --smoothquant --calib-text " + calib_text, "--smoothquant with");
+  refused("--quant int8 --smoothquant", "--smoothquant needs --calib FILE");
+  std::filesystem::remove(outliers);
+}
+
 TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   const std::string out = temp_path("q4.gguf");
   const auto r = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
