@@ -9,7 +9,6 @@
 #include "calib/gptq.h"
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
-#include "ops/quant/packed_layout.h"
 
 namespace qforge {
 namespace {
@@ -161,17 +160,8 @@ QuantizedTensor quantize_clipped(const float* weights, std::int64_t n, std::int6
                                  std::span<const double> gram, int threads) {
   require_served(scheme);
   require_finite(weights, n * k, "AWQ weights");
-  const PackedHeader header = make_packed_header(n, k, scheme);
-  QuantizedTensor t;
-  t.scheme = scheme;
-  t.n = n;
-  t.k = k;
-  t.k_padded = header.k_padded;
-  t.group = header.group;
+  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
   const std::int64_t groups = t.groups(), g = t.group;
-  t.q.assign(static_cast<std::size_t>(n * t.k_padded), 0);
-  t.scales.assign(static_cast<std::size_t>(n * groups), 0.f);
-  t.zero_points.assign(static_cast<std::size_t>(n * groups), 0);
   openblas_set_num_threads(1);  // rows split over our threads
   parallel_for(n, threads, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r)

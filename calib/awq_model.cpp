@@ -6,8 +6,6 @@
 #include "calib/calibrator.h"
 #include "calib/input_scaling.h"
 #include "jit/base/error.h"
-#include "model/llama_executor.h"
-#include "ops/linear/thread_pool.h"
 
 namespace qforge {
 namespace {
@@ -112,25 +110,16 @@ AwqSummary apply_awq(ModelFile& model, const Precision& precision, const AwqSour
     }
   } else {
     QF_REQUIRE(!source.chunks.empty(), "--awq: no calibration chunks");
-    const int ctx = static_cast<int>(source.chunks.front().size());
-    LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
-    ThreadPool pool(threads);
-    LlamaExecutor executor(weights, pool, ctx);
-    std::map<std::string, SiteStatistics, std::less<>> block_sites;
-    run_calibration(
-        executor, c, source.chunks, /*gram=*/true,
-        [&](const SiteStatistics& s) { block_sites.insert_or_assign(s.name, s); },
-        [&](int done, int total) {
-          if (progress) progress(done, total);
-        },
-        [&](int l) {
+    calibrate_model_blocks(
+        model, source.chunks, /*gram=*/true, threads,
+        [&](int l, const BlockSites& sites, LlamaWeights&) {
           scaler.block(l, [&](const std::string& name) {
-            const SiteStatistics& s = block_sites.at(name);
+            const SiteStatistics& s = sites.at(name);
             return AwqInput{name, s.k, s.mean_abs, s.mean_sq, s.gram};
           });
-          block_sites.clear();
-          return BlockStep::next;
-        });
+          return BlockStep::next;  // folding keeps the function: the next inputs stay
+        },
+        progress);
   }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "jit/base/error.h"
+#include "ops/linear/thread_pool.h"
 
 namespace qforge {
 namespace {
@@ -106,6 +107,28 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
   executor.set_observer(nullptr);
   sink(classifier.finish());
   if (progress) progress(total, total);
+}
+
+void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vector<int>>& chunks,
+                            bool gram, int threads, const ModelBlockDone& block_done,
+                            const CalibrationProgress& progress) {
+  QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
+  const int ctx = static_cast<int>(chunks.front().size());
+  LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
+  ThreadPool pool(threads);
+  LlamaExecutor executor(weights, pool, ctx);
+  BlockSites sites;
+  run_calibration(
+      executor, model.config(), chunks, gram,
+      [&](const SiteStatistics& s) {
+        if (s.name != "output") sites.insert_or_assign(s.name, s);
+      },
+      progress,
+      [&](int l) {
+        const BlockStep step = block_done(l, sites, weights);
+        sites.clear();
+        return step;
+      });
 }
 
 }  // namespace qforge

@@ -15,11 +15,15 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "calib/activation_stats.h"
 #include "model/llama_executor.h"
+#include "model/llama_weights.h"
+#include "model/model_file.h"
 
 namespace qforge {
 
@@ -40,6 +44,19 @@ using CalibrationProgress = std::function<void(int done, int total)>;
 //             block sees what the changed block computes
 enum class BlockStep { next, again, advance };
 using BlockDone = std::function<BlockStep(int layer)>;
+
+// The sites of one block by name ("blk.3.attn_qkv", ...).
+using BlockSites = std::map<std::string, SiteStatistics, std::less<>>;
+using ModelBlockDone =
+    std::function<BlockStep(int layer, const BlockSites& sites, LlamaWeights& weights)>;
+
+// The calibration pass over the f32 model of `model` (built here, `threads` threads),
+// for the calibrated methods: each block's four sites reach `block_done` together, with
+// the weights the pass runs (a sequential method swaps their layers). The classifier's
+// site is not kept.
+void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vector<int>>& chunks,
+                            bool gram, int threads, const ModelBlockDone& block_done,
+                            const CalibrationProgress& progress = {});
 
 // The executor's cache must hold `ctx` positions. Sites reach `sink` in forward order.
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& config,

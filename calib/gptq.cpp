@@ -9,7 +9,6 @@
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
-#include "ops/quant/packed_layout.h"
 
 // LAPACK (OpenBLAS), the Fortran interface: the hidden trailing argument is the length
 // of the character argument.
@@ -144,17 +143,8 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
   QF_REQUIRE(scheme.granularity != Granularity::per_tensor, "--gptq with ", to_string(scheme),
              ": GPTQ needs per-channel or per-group scales (one scale per tensor is not served)");
   require_finite(weights, n * k, "GPTQ weights");
-  const PackedHeader header = make_packed_header(n, k, scheme);
-  QuantizedTensor t;
-  t.scheme = scheme;
-  t.n = n;
-  t.k = k;
-  t.k_padded = header.k_padded;
-  t.group = header.group;
+  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
   const std::int64_t groups = t.groups();
-  t.q.assign(static_cast<std::size_t>(n * t.k_padded), 0);
-  t.scales.assign(static_cast<std::size_t>(n * groups), 0.f);
-  t.zero_points.assign(static_cast<std::size_t>(n * groups), 0);
 
   const GptqOptions& options = hessian.options();
   const bool static_groups = options.act_order;

@@ -6,8 +6,6 @@
 
 #include "calib/calibrator.h"
 #include "jit/base/error.h"
-#include "model/llama_executor.h"
-#include "ops/linear/thread_pool.h"
 
 namespace qforge {
 namespace {
@@ -99,22 +97,14 @@ GptqSummary apply_gptq(ModelFile& model, const Precision& precision, const GptqS
     summary.sequential = true;
     const int ctx = static_cast<int>(source.chunks.front().size());
     summary.calibration_tokens = source.chunks.size() * static_cast<std::uint64_t>(ctx);
-    LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
-    ThreadPool pool(threads);
-    LlamaExecutor executor(weights, pool, ctx);
-    std::map<std::string, SiteStatistics, std::less<>> block_sites;
     std::size_t next = 0;  // the next layer of `layers` to quantize
-    run_calibration(
-        executor, c, source.chunks, /*gram=*/true,
-        [&](const SiteStatistics& s) { block_sites.insert_or_assign(s.name, s); },
-        [&](int done, int total) {
-          if (progress) progress(done, total);
-        },
-        [&](int l) {
+    calibrate_model_blocks(
+        model, source.chunks, /*gram=*/true, threads,
+        [&](int l, const BlockSites& sites, LlamaWeights& weights) {
           const std::string prefix = "blk." + std::to_string(l) + ".";
           bool changed = false;
           for (; next < layers.size() && layers[next].name.starts_with(prefix); ++next) {
-            const SiteStatistics& site = block_sites.at(layers[next].name);
+            const SiteStatistics& site = sites.at(layers[next].name);
             quantize(layers[next], site.gram, site.k);
             weights.linear_slot(layers[next].name) =
                 build_linear_layer(model, layers[next], threads);
@@ -124,11 +114,11 @@ GptqSummary apply_gptq(ModelFile& model, const Precision& precision, const GptqS
               break;
             }
           }
-          block_sites.clear();
           if (!changed) return BlockStep::next;
           const bool more = next < layers.size() && layers[next].name.starts_with(prefix);
           return more ? BlockStep::again : BlockStep::advance;
-        });
+        },
+        progress);
   }
   summary.gptq_seconds = gptq_seconds;
   summary.seconds = seconds_since(start);

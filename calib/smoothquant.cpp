@@ -8,8 +8,6 @@
 #include "calib/calibrator.h"
 #include "calib/input_scaling.h"
 #include "jit/base/error.h"
-#include "model/llama_executor.h"
-#include "ops/linear/thread_pool.h"
 
 namespace qforge {
 namespace {
@@ -81,24 +79,15 @@ SmoothQuantSummary apply_smoothquant(ModelFile& model, const Precision& precisio
     }
   } else {
     QF_REQUIRE(!source.chunks.empty(), "--smoothquant: no calibration chunks");
-    const int ctx = static_cast<int>(source.chunks.front().size());
-    LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
-    ThreadPool pool(threads);
-    LlamaExecutor executor(weights, pool, ctx);
-    std::map<std::string, SiteStatistics, std::less<>> block_sites;
-    run_calibration(
-        executor, c, source.chunks, /*gram=*/false,
-        [&](const SiteStatistics& s) { block_sites.insert_or_assign(s.name, s); },
-        [&](int done, int total) {
-          if (progress) progress(done, total);
-        },
-        [&](int l) {  // folding keeps the function: the next block's inputs stay as they are
+    calibrate_model_blocks(
+        model, source.chunks, /*gram=*/false, threads,
+        [&](int l, const BlockSites& sites, LlamaWeights&) {
           smooth_block(l, [&](const std::string& name) {
-            return std::span<const float>(block_sites.at(name).absmax);
+            return std::span<const float>(sites.at(name).absmax);
           });
-          block_sites.clear();
-          return BlockStep::next;
-        });
+          return BlockStep::next;  // folding keeps the function: the next inputs stay
+        },
+        progress);
   }
   summary.largest_outlier_before =
       before.empty() ? 0 : *std::max_element(before.begin(), before.end());

@@ -80,9 +80,7 @@ void require_finite(const float* values, std::int64_t count, const char* what) {
     QF_REQUIRE(std::isfinite(values[i]), what, ": element ", i, " is not finite (", values[i], ")");
 }
 
-QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
-                                   const QuantScheme& scheme) {
-  QF_REQUIRE(weights != nullptr, "quantize: weights pointer is null");
+QuantizedTensor zero_quantized_tensor(std::int64_t n, std::int64_t k, const QuantScheme& scheme) {
   const PackedHeader h = make_packed_header(n, k, scheme);
   QuantizedTensor t;
   t.scheme = scheme;
@@ -90,9 +88,16 @@ QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::in
   t.k = k;
   t.k_padded = h.k_padded;
   t.group = h.group;
-  t.q.assign(n * t.k_padded, 0);
-  t.scales.assign(n * t.groups(), 0.f);
-  t.zero_points.assign(n * t.groups(), 0);
+  t.q.assign(static_cast<std::size_t>(n * t.k_padded), 0);
+  t.scales.assign(static_cast<std::size_t>(n * t.groups()), 0.f);
+  t.zero_points.assign(static_cast<std::size_t>(n * t.groups()), 0);
+  return t;
+}
+
+QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
+                                   const QuantScheme& scheme) {
+  QF_REQUIRE(weights != nullptr, "quantize: weights pointer is null");
+  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
 
   std::vector<float> row(t.k_padded, 0.f);  // zero-padded copy of one row
   for (std::int64_t r = 0; r < n; ++r) {

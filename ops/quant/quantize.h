@@ -60,6 +60,10 @@ struct QuantizedTensor {
   std::int64_t groups() const { return k_padded / group; }
 };
 
+// The geometry of `scheme` for an n x k matrix (k_padded, group) with every value, scale
+// and zero point 0: what a quantizer fills in.
+QuantizedTensor zero_quantized_tensor(std::int64_t n, std::int64_t k, const QuantScheme& scheme);
+
 // Reference quantization of the row-major N x K float matrix (checks every value is
 // finite: NaN/Inf is an error naming the row and column).
 QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,

@@ -19,6 +19,7 @@
 #include "model/model_session.h"
 #include "model/perplexity.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/test_data.h"
 
 namespace qforge {
 namespace {
@@ -28,13 +29,7 @@ std::string stories() {
 }
 
 std::vector<int> text_tokens(const Tokenizer& tokenizer, const std::string& name) {
-  std::FILE* f =
-      std::fopen((std::string(QFORGE_SOURCE_ROOT) + "/tests/data/" + name).c_str(), "rb");
-  std::string text;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) text.append(buffer, n);
-  std::fclose(f);
-  return tokenizer.encode(text, true, false);
+  return tokenizer.encode(test::read_test_data(name), true, false);
 }
 
 std::vector<float> logits(ModelSession& s, const std::vector<int>& tokens) {

@@ -15,7 +15,6 @@
 
 #include "calib/gptq.h"
 #include "jit/base/error.h"
-#include "ops/quant/packed_layout.h"
 
 namespace qforge {
 namespace {
@@ -88,17 +87,8 @@ std::vector<double> inverse(std::vector<double> a, int k) {
 // The column-at-a-time algorithm, each row on its own.
 QuantizedTensor reference_gptq(const Inputs& in, int n, int k, const QuantScheme& scheme,
                                const GptqOptions& options) {
-  const PackedHeader header = make_packed_header(n, k, scheme);
-  QuantizedTensor t;
-  t.scheme = scheme;
-  t.n = n;
-  t.k = k;
-  t.k_padded = header.k_padded;
-  t.group = header.group;
+  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
   const std::int64_t g = t.group, groups = t.groups();
-  t.q.assign(std::size_t(n * t.k_padded), 0);
-  t.scales.assign(std::size_t(n * groups), 0.f);
-  t.zero_points.assign(std::size_t(n * groups), 0);
 
   // The damped Hessian in natural order, dead channels cut off.
   std::vector<double> h = in.gram;

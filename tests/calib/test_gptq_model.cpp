@@ -24,22 +24,13 @@
 #include "tests/model/tiny_llama.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/temp_path.h"
+#include "tests/support/test_data.h"
 
 namespace qforge {
 namespace {
 
 std::string stories() {
   return test::model_path("stories260K/stories260K.gguf");
-}
-
-std::string read_text(const std::string& name) {
-  std::FILE* f =
-      std::fopen((std::string(QFORGE_SOURCE_ROOT) + "/tests/data/" + name).c_str(), "rb");
-  std::string text;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) text.append(buffer, n);
-  std::fclose(f);
-  return text;
 }
 
 double kld(ModelSession& model, ModelSession& reference, const std::vector<int>& tokens, int ctx) {
@@ -58,7 +49,7 @@ TEST(GptqModel, SequentialInt4G128HalvesTheKldOfRoundToNearest) {
   const ModelPreparer gptq = [&](ModelFile& file, const Tokenizer& tokenizer) {
     GptqSource source;
     const std::vector<int> tokens =
-        tokenizer.encode(read_text("stories260K_calib.txt"), true, false);
+        tokenizer.encode(test::read_test_data("stories260K_calib.txt"), true, false);
     source.chunks = calibration_chunks(tokens, 16, 512, tokenizer.bos_id(), "calib");
     summary = apply_gptq(file, int4, source, {}, 2);
     kept = *file.prequantized("blk.2.ffn_down.weight", int4.scheme);
@@ -80,7 +71,7 @@ TEST(GptqModel, SequentialInt4G128HalvesTheKldOfRoundToNearest) {
   EXPECT_EQ(packed.scales, kept.scales);
 
   const std::vector<int> eval =
-      f32->model.tokenizer.encode(read_text("stories260K_eval.txt"), true, false);
+      f32->model.tokenizer.encode(test::read_test_data("stories260K_eval.txt"), true, false);
   const double rtn_kld = kld(*rtn, *f32, eval, 256);
   const double gptq_kld = kld(*calibrated, *f32, eval, 256);
   // Measured 0.087 against 0.170 (docs/PERFORMANCE.md); the bound leaves room for noise.

@@ -13,6 +13,7 @@
 #include "model/model_session.h"
 #include "model/perplexity.h"
 #include "tests/support/model_paths.h"
+#include "tests/support/test_data.h"
 
 namespace qforge {
 namespace {
@@ -24,13 +25,7 @@ std::string stories() {
 }
 
 std::vector<int> eval_tokens(const ModelSession& s) {
-  std::FILE* f = std::fopen(
-      (std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_eval.txt").c_str(), "rb");
-  std::string text;
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) text.append(buffer, n);
-  std::fclose(f);
-  return s.model.tokenizer.encode(text, true, false);
+  return s.model.tokenizer.encode(test::read_test_data("stories260K_eval.txt"), true, false);
 }
 
 Precision with_rules(const char* quant, std::vector<TensorRule> rules) {
