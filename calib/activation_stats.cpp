@@ -17,13 +17,18 @@ double SiteStatistics::outlier_ratio() const {
   return median > 0 ? top / median : 0.0;
 }
 
-SiteAccumulator::SiteAccumulator(std::string name, int k, bool gram)
+SiteAccumulator::SiteAccumulator(std::string name, int k, bool gram, int sample_rows,
+                                 std::uint64_t expected_rows)
     : name_(std::move(name)),
       k_(k),
       absmax_(static_cast<std::size_t>(k), 0.f),
       sum_abs_(static_cast<std::size_t>(k), 0.0),
       sum_sq_(static_cast<std::size_t>(k), 0.0) {
   if (gram) gram_.emplace(k);
+  if (sample_rows > 0) {
+    sample_stride_ = std::max<std::uint64_t>(1, expected_rows / std::uint64_t(sample_rows));
+    sample_limit_ = static_cast<std::size_t>(sample_rows);
+  }
 }
 
 void SiteAccumulator::add(const float* x, int rows) {
@@ -37,6 +42,10 @@ void SiteAccumulator::add(const float* x, int rows) {
     }
   }
   if (gram_) gram_->add(x, rows);
+  for (int r = 0; sample_stride_ > 0 && r < rows; ++r)
+    if ((count_ + std::uint64_t(r)) % sample_stride_ == 0 &&
+        samples_.size() / std::size_t(k_) < sample_limit_)
+      samples_.insert(samples_.end(), x + std::size_t(r) * k_, x + std::size_t(r + 1) * k_);
   count_ += static_cast<std::uint64_t>(rows);
 }
 
@@ -54,6 +63,7 @@ SiteStatistics SiteAccumulator::finish() {
     s.mean_abs[c] = sum_abs_[c] / n;
     s.mean_sq[c] = sum_sq_[c] / n;
   }
+  s.samples = samples_;
   if (gram_) {
     s.gram.assign(gram_->sum().begin(), gram_->sum().end());
     for (double& g : s.gram) g /= n;

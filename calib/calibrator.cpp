@@ -48,7 +48,8 @@ std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, in
 
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
-                     const CalibrationProgress& progress, const BlockDone& block_done) {
+                     const CalibrationProgress& progress, const BlockDone& block_done,
+                     int sample_rows) {
   QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
   const int ctx = static_cast<int>(chunks.front().size());
   QF_REQUIRE(ctx <= executor.positions(), "calibration: --ctx ", ctx, " exceeds the context of ",
@@ -83,7 +84,8 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
       for (LinearSite site :
            {LinearSite::qkv, LinearSite::wo, LinearSite::gate_up, LinearSite::down})
         sites.push_back(std::make_unique<SiteAccumulator>(
-            prefix + site_name(site), site == LinearSite::down ? c.hidden_dim : c.dim, gram));
+            prefix + site_name(site), site == LinearSite::down ? c.hidden_dim : c.dim, gram,
+            sample_rows, chunks.size() * static_cast<std::uint64_t>(ctx)));
       BlockObserver observer(l, {sites[0].get(), sites[1].get(), sites[2].get(), sites[3].get()});
       executor.set_observer(&observer);
       run_block();
@@ -111,7 +113,7 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
 
 void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vector<int>>& chunks,
                             bool gram, int threads, const ModelBlockDone& block_done,
-                            const CalibrationProgress& progress) {
+                            const CalibrationProgress& progress, int sample_rows) {
   QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
   const int ctx = static_cast<int>(chunks.front().size());
   LlamaWeights weights = build_llama_weights(model, parse_precision("f32"), threads);
@@ -128,7 +130,8 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
         const BlockStep step = block_done(l, sites, weights);
         sites.clear();
         return step;
-      });
+      },
+      sample_rows);
 }
 
 }  // namespace qforge

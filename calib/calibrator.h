@@ -56,11 +56,14 @@ using ModelBlockDone =
 // site is not kept.
 void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vector<int>>& chunks,
                             bool gram, int threads, const ModelBlockDone& block_done,
-                            const CalibrationProgress& progress = {});
+                            const CalibrationProgress& progress = {}, int sample_rows = 0);
 
 // The executor's cache must hold `ctx` positions. Sites reach `sink` in forward order.
+// sample_rows > 0: each block site also keeps that many of its input rows, spread over
+// the chunks (SiteStatistics::samples).
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& config,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
-                     const CalibrationProgress& progress = {}, const BlockDone& block_done = {});
+                     const CalibrationProgress& progress = {}, const BlockDone& block_done = {},
+                     int sample_rows = 0);
 
 }  // namespace qforge

@@ -18,8 +18,10 @@ void add_method_options(CLI::App* cmd, MethodOptions& o) {
   cmd->add_flag("--smoothquant", o.smoothquant,
                 "SmoothQuant: move activation outliers into the weights, s = max|x|^a / "
                 "max|w|^(1-a), folded into the norms, v and up (needs --calib or --calib-text)");
-  cmd->add_option("--sq-alpha", o.sq_alpha, "SmoothQuant's migration strength a (default 0.5)")
-      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--sq-alpha", o.sq_alpha,
+                  "SmoothQuant's migration strength a in [0, 1] (default 0.5), or auto: per "
+                  "layer from 0.3 .. 0.9 by the W8A8 output error on sampled rows "
+                  "(--calib-text)");
   cmd->add_flag("--awq", o.awq,
                 "AWQ: scale the weight columns of large activations before quantizing (folded "
                 "into the norms, v and up), then a clipping search (needs --calib or "
@@ -72,13 +74,27 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
                                    " needs --calib FILE (qforge calibrate --gram) or "
                                    "--calib-text FILE"
                              : "--calib and --calib-text: give one of them");
+  double sq_alpha = kSmoothQuantAuto;
+  if (o.sq_alpha != "auto") {
+    std::size_t used = 0;
+    try {
+      sq_alpha = std::stod(o.sq_alpha, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    QF_REQUIRE(used == o.sq_alpha.size() && sq_alpha >= 0 && sq_alpha <= 1, "--sq-alpha '",
+               o.sq_alpha, "': expected a number in [0, 1] or auto");
+  }
+  QF_REQUIRE(!o.smoothquant || sq_alpha != kSmoothQuantAuto || o.calib.empty(),
+             "--sq-alpha auto needs --calib-text: its search runs the layers on sampled "
+             "activation rows, which a calibration file does not hold");
   GptqOptions options;
   options.damp = o.gptq_damp;
   options.act_order = o.act_order;
   AwqOptions awq;
   awq.clip = o.awq_clip;
-  return [o, precision, threads, quiet, options, awq](ModelFile& model,
-                                                      const Tokenizer& tokenizer) {
+  return [o, precision, threads, quiet, options, awq, sq_alpha](ModelFile& model,
+                                                                const Tokenizer& tokenizer) {
     // (SmoothQuant or AWQ) then GPTQ; each reports on stderr unless quiet.
     std::unique_ptr<CalibrationFile> file;
     std::vector<std::vector<int>> chunks;
@@ -99,16 +115,20 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
     SmoothQuantSummary sq;
     if (o.smoothquant) {
       ProgressBar bar("smoothquant", quiet);
-      sq = apply_smoothquant(model, precision, SmoothQuantSource{file.get(), chunks}, o.sq_alpha,
+      sq = apply_smoothquant(model, precision, SmoothQuantSource{file.get(), chunks}, sq_alpha,
                              threads,
                              [&bar](int done, int total) { bar.update(done, total, "blocks"); });
       bar.finish();
-      if (!quiet)
+      if (!quiet) {
         std::fprintf(stderr,
-                     "smoothquant: %d layers of %s, alpha %.2f, on %s: largest activation "
+                     "smoothquant: %d layers of %s, alpha %s, on %s: largest activation "
                      "outlier (max / median channel) %.1f -> %.1f; %.1f s\n",
-                     sq.layers, to_string(precision).c_str(), o.sq_alpha, where.c_str(),
+                     sq.layers, to_string(precision).c_str(), o.sq_alpha.c_str(), where.c_str(),
                      sq.largest_outlier_before, sq.largest_outlier_after, sq.seconds);
+        if (sq_alpha == kSmoothQuantAuto)
+          for (const auto& [layer, alpha] : sq.alphas)
+            std::fprintf(stderr, "  %s alpha %.1f\n", layer.c_str(), alpha);
+      }
     }
     AwqSummary scaled;
     if (o.awq) {

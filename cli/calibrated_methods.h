@@ -2,7 +2,7 @@
 // model (run, bench, perplexity, quant-report, quantize -o), and the step that applies
 // them to the opened file before its weights are built:
 //
-//   --smoothquant [--sq-alpha A]  activation outliers moved into the weights (folded into
+//   --smoothquant [--sq-alpha A|auto]  activation outliers moved into the weights (folded into
 //                                norms, v and up), for the int8 activations
 //   --awq [--no-awq-clip]        activation-aware scales folded into norms and weights,
 //                                then round-to-nearest with a clipping search
@@ -25,7 +25,7 @@ namespace qforge::cli {
 
 struct MethodOptions {
   bool smoothquant = false;
-  double sq_alpha = 0.5;
+  std::string sq_alpha = "0.5";  // or "auto"
   bool awq = false;
   bool awq_clip = true;
   bool gptq = false;

@@ -400,6 +400,9 @@ TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
       perplexity(outliers, "--quant int8 --smoothquant --calib-text " + calib_text), "mean_kld");
   EXPECT_GT(wrecked, 20 * original);
   EXPECT_LT(smoothed, 2 * original) << "original " << original << ", outliers " << wrecked;
+  const auto searched =
+      perplexity(outliers, "--quant int8 --smoothquant --sq-alpha auto --calib-text " + calib_text);
+  EXPECT_LT(json_field(searched, "mean_kld"), 2 * original);
 
   const auto refused = [&](const std::string& flags, const std::string& words) {
     const auto r = test::run_command(kQforge + " perplexity -m " + outliers + " -f " + eval_text() +
@@ -411,6 +414,7 @@ TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
   refused("--quant int8 --smoothquant --awq --calib-text " + calib_text, "give one of them");
   refused("--quant f32 --smoothquant --calib-text " + calib_text, "--smoothquant with");
   refused("--quant int8 --smoothquant", "--smoothquant needs --calib FILE");
+  refused("--quant int8 --smoothquant --sq-alpha auto --calib " + outliers, "--sq-alpha auto");
   std::filesystem::remove(outliers);
 }
 
