@@ -122,8 +122,11 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
   BlockSites sites;
   run_calibration(
       executor, model.config(), chunks, gram,
-      [&](const SiteStatistics& s) {
-        if (s.name != "output") sites.insert_or_assign(s.name, s);
+      [&](SiteStatistics s) {
+        if (s.name != "output") {
+          std::string name = s.name;
+          sites.insert_or_assign(std::move(name), std::move(s));
+        }
       },
       progress,
       [&](int l) {

@@ -33,7 +33,8 @@ namespace qforge {
 std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, int samples, int ctx,
                                                  int bos, const std::string& text_path);
 
-using SiteSink = std::function<void(const SiteStatistics&)>;
+// By value: a sink may keep the statistics (Gram matrices included) without a copy.
+using SiteSink = std::function<void(SiteStatistics)>;
 using CalibrationProgress = std::function<void(int done, int total)>;
 // What the pass does after block `layer`'s four sites reached the sink (a sequential
 // method changes the block's layers there):
