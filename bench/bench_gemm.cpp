@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "bench/onednn_matmul.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
@@ -34,17 +35,6 @@
 
 namespace qforge::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 int rotation_copies(std::int64_t m, std::int64_t bytes) {
   if (m > 4) return 1;

@@ -8,11 +8,21 @@
 #include "calib/calibrator.h"
 #include "calib/gptq_model.h"
 #include "calib/smoothquant.h"
+#include "calib/static_activations.h"
 #include "cli/progress_bar.h"
 #include "cli/text_file.h"
 #include "jit/base/error.h"
 
 namespace qforge::cli {
+namespace {
+
+std::string format_ratio(double r) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fx", r);
+  return text;
+}
+
+}  // namespace
 
 void add_method_options(CLI::App* cmd, MethodOptions& o) {
   cmd->add_flag("--smoothquant", o.smoothquant,
@@ -52,14 +62,21 @@ void add_method_options(CLI::App* cmd, MethodOptions& o) {
                   "Tokens per calibration chunk, BOS first (default: 512 or the model's "
                   "context)")
       ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--act", o.act,
+                  "int8 activations: dynamic (default; each token its own scale), static (W8A8 "
+                  "with one calibrated scale per layer input, no max pass; needs --calib or "
+                  "--calib-text) or auto (static where its rounding error on calibration rows "
+                  "is at most 3x per-token's, else dynamic; --calib-text)");
 }
 
 ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision, int threads,
                               bool quiet) {
+  QF_REQUIRE(o.act == "dynamic" || o.act == "static" || o.act == "auto", "--act '", o.act,
+             "': expected dynamic, static or auto");
   if (!o.any()) {
     QF_REQUIRE(o.calib.empty() && o.calib_text.empty(),
                o.calib.empty() ? "--calib-text" : "--calib",
-               ": no calibrated method asks for it (--smoothquant, --awq, --gptq)");
+               ": no calibrated method asks for it (--smoothquant, --awq, --gptq, --act static)");
     return {};
   }
   QF_REQUIRE(!(o.smoothquant && o.awq),
@@ -68,9 +85,10 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
              "--true-sequential: only with --calib-text (a calibration file holds the f32 "
              "model's inputs)");
   QF_REQUIRE(o.calib.empty() != o.calib_text.empty(),
-             o.calib.empty() ? std::string(o.gptq  ? "--gptq"
-                                           : o.awq ? "--awq"
-                                                   : "--smoothquant") +
+             o.calib.empty() ? std::string(o.gptq          ? "--gptq"
+                                           : o.awq         ? "--awq"
+                                           : o.smoothquant ? "--smoothquant"
+                                                           : "--act static") +
                                    " needs --calib FILE (qforge calibrate --gram) or "
                                    "--calib-text FILE"
                              : "--calib and --calib-text: give one of them");
@@ -152,22 +170,57 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
                      hi, gain / n, o.awq_clip ? " with clipping" : "", scaled.seconds);
       }
     }
-    if (!o.gptq) return;
-    GptqSource source;
-    source.file = file.get();
-    source.chunks = chunks;
-    source.true_sequential = o.true_sequential;
-    source.input_scales = o.awq ? &scaled.input_scales : o.smoothquant ? &sq.input_scales : nullptr;
-    ProgressBar bar("gptq", quiet);
-    const GptqSummary s =
-        apply_gptq(model, precision, source, options, threads,
-                   [&bar](int done, int total) { bar.update(done, total, "steps"); });
+    const auto* input_scales = o.awq           ? &scaled.input_scales
+                               : o.smoothquant ? &sq.input_scales
+                                               : nullptr;
+    if (o.gptq) {
+      GptqSource source;
+      source.file = file.get();
+      source.chunks = chunks;
+      source.true_sequential = o.true_sequential;
+      source.input_scales = input_scales;
+      ProgressBar bar("gptq", quiet);
+      const GptqSummary s =
+          apply_gptq(model, precision, source, options, threads,
+                     [&bar](int done, int total) { bar.update(done, total, "steps"); });
+      bar.finish();
+      if (!quiet)
+        std::fprintf(
+            stderr, "gptq: %d layers (%d tensors) of %s, %s on %s; %.1f s (GPTQ %.1f s)\n",
+            s.layers, s.tensors, to_string(precision).c_str(),
+            s.sequential ? (o.true_sequential ? "true-sequential" : "sequential") : "one-shot",
+            where.c_str(), s.seconds, s.gptq_seconds);
+    }
+    if (!o.static_act()) return;
+    ProgressBar bar("static act", quiet);
+    const StaticActivationSummary s = apply_static_activations(
+        model, precision,
+        StaticActivationSource{file.get(), chunks, input_scales,
+                               o.act == "auto" ? kStaticAutoFallback : 0.0},
+        threads, [&bar](int done, int total) { bar.update(done, total, "blocks"); });
     bar.finish();
     if (quiet) return;
-    std::fprintf(stderr, "gptq: %d layers (%d tensors) of %s, %s on %s; %.1f s (GPTQ %.1f s)\n",
-                 s.layers, s.tensors, to_string(precision).c_str(),
-                 s.sequential ? (o.true_sequential ? "true-sequential" : "sequential") : "one-shot",
-                 where.c_str(), s.seconds, s.gptq_seconds);
+    int statics = 0;
+    double lo = 0, hi = 0;
+    std::string kept;
+    for (const StaticLayer& l : s.layers) {
+      if (!l.is_static) {
+        kept += (kept.empty() ? "" : ", ") + l.name + " " + format_ratio(l.error_ratio);
+        continue;
+      }
+      lo = statics == 0 ? l.error_ratio : std::min(lo, l.error_ratio);
+      hi = statics == 0 ? l.error_ratio : std::max(hi, l.error_ratio);
+      ++statics;
+    }
+    std::fprintf(stderr, "static activations: %d of %zu layers of %s on %s", statics,
+                 s.layers.size(), to_string(precision).c_str(), where.c_str());
+    if (hi > 0)
+      std::fprintf(stderr, ", rounding error %s .. %s per-token's", format_ratio(lo).c_str(),
+                   format_ratio(hi).c_str());
+    std::fprintf(stderr, "; %.1f s\n", s.seconds);
+    if (!kept.empty())
+      std::fprintf(stderr, "  kept dynamic (rounding error > %.0fx per-token's): %s\n",
+                   kStaticAutoFallback, kept.c_str());
   };
 }
 

@@ -12,6 +12,10 @@
 //                              on what the already-quantized blocks compute
 //                              (--calib-samples N chunks of --calib-ctx T tokens;
 //                              --true-sequential: inside each block too)
+//   --act static                 static W8A8: each block layer's int8 activation scale from
+//                                the calibration maxima (after the methods above), no
+//                                per-row max pass; --act auto: static where it rounds
+//                                within 3x of per-token; --act dynamic (the default)
 #pragma once
 
 #include <string>
@@ -35,9 +39,11 @@ struct MethodOptions {
   std::string calib;       // a calibration file (qforge calibrate)
   std::string calib_text;  // a text to calibrate on here
   int calib_samples = 16;
-  int calib_ctx = 0;  // 0: min(512, the model's context)
+  int calib_ctx = 0;            // 0: min(512, the model's context)
+  std::string act = "dynamic";  // or "static", "auto"
 
-  bool any() const { return gptq || awq || smoothquant; }
+  bool static_act() const { return act == "static" || act == "auto"; }
+  bool any() const { return gptq || awq || smoothquant || static_act(); }
 };
 
 void add_method_options(CLI::App* cmd, MethodOptions& options);

@@ -83,8 +83,10 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   const Precision precision = model_precision(o.model, quant);
   // With -f TEXT the cache also holds a perplexity chunk (up to 512 tokens).
   const int positions = o.n_prompt + o.n_gen + 1;
+  // The calibrated methods (--gptq, --act static, ...) apply to the quantized precisions.
   auto session = open_model_session(o.model, precision, threads,
-                                    o.text.empty() ? positions : std::max(positions, 512), o.json);
+                                    o.text.empty() ? positions : std::max(positions, 512), o.json,
+                                    /*with_methods=*/precision.quantized);
   LlamaExecutor& executor = *session->executor;
   const LoadedModel& model = session->model;
   const LlamaConfig& c = model.weights.config;
@@ -315,6 +317,7 @@ void register_bench(CLI::App& app) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("bench", "Prefill and decode speed per precision (llama-bench)");
   add_model_options(cmd, options->model, /*with_quant=*/false);
+  add_method_options(cmd, options->model.methods);
   cmd->add_option("-p,--n-prompt", options->n_prompt, "Prompt tokens (default 128)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-n,--n-gen", options->n_gen, "Generated tokens (default 32)")

@@ -69,6 +69,7 @@ void write_file(const Options& o) {
                               {"bytes", file.bytes},
                               {"seconds", seconds},
                               {"source_gb_per_s", file.source_bytes / seconds / 1e9},
+                              {"static_activation_scales", model.activation_scales().size()},
                               {"tensors", tensors}};
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -77,6 +78,9 @@ void write_file(const Options& o) {
               o.out.c_str(), file.tensors.size(), file.source_bytes / 1048576.0,
               file.bytes / 1048576.0, seconds, file.source_bytes / seconds / 1e9);
   for (const auto& [choice, count] : choices) std::printf("  %4d x %s\n", count, choice.c_str());
+  if (model.has_activation_scales())
+    std::printf("  static activation scales of %zu layers (qforge.activation_scale.*)\n",
+                model.activation_scales().size());
 }
 
 bool is_linear(const std::string& name) {

@@ -1,6 +1,9 @@
 #include "model/jit_linear.h"
 
+#include <cmath>
 #include <utility>
+
+#include "jit/base/error.h"
 
 namespace qforge {
 namespace {
@@ -24,7 +27,20 @@ void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float*
     args.residual = out;
     args.ld_residual = ldc;
   }
-  linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool);
+  if (static_scale_ == 0.f) {
+    linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool);
+    return;
+  }
+  const PackedHeader& header = linear_.weights().header;
+  prepare_activations(scratch_, m, k(), header.k_padded, header.group);
+  quantize_activations_static(x, ldx, static_scale_, scratch_);
+  linear_.forward(scratch_, args, out, ldc, pool);
+}
+
+void JitLinear::set_static_activation_scale(float scale) {
+  QF_REQUIRE(scale == 0.f || (std::isfinite(scale) && scale > 0.f), "static activation scale ",
+             scale, ": expected a positive finite number (or 0: dynamic)");
+  static_scale_ = scale;
 }
 
 }  // namespace qforge

@@ -1,6 +1,7 @@
 // An int8/int4 linear layer on the JIT kernels: QuantizedLinear with its fusion as the
 // kernel epilogue (SwiGLU of interleaved gate/up panels, or + residual), plus the scratch
-// that holds the quantized activations between calls.
+// that holds the quantized activations between calls (per-row scales, or one static
+// scale from calibration).
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,15 @@ class JitLinear final : public LinearLayer {
   std::optional<GemmKey> kernel_key(std::int64_t m) const override { return linear_.key_for(m); }
   const QuantizedLinear& quantized() const { return linear_; }
 
+  // Static W8A8: every input row quantized with this one scale (from calibration, > 0),
+  // no per-row max pass; 0 (the default) is dynamic, each row its own scale.
+  void set_static_activation_scale(float scale);
+  float static_activation_scale() const { return static_scale_; }
+
  private:
   QuantizedLinear linear_;
   LinearFusion fusion_;
+  float static_scale_ = 0.f;
   QuantizedActivations scratch_;
 };
 

@@ -339,6 +339,18 @@ std::string describe(const TensorChoice& choice, const TensorView& source, const
   return to_string(choice);
 }
 
+// Static W8A8 (ModelFile::set_activation_scale): the JIT layer `name` quantizes its
+// inputs with the calibrated scale; the applied policy says so (" static-act"). A dense
+// layer (the same file built in f32 as a reference) has no int8 inputs to scale.
+std::string with_activation_scale(const ModelFile& model, const std::string& name,
+                                  LinearLayer& layer, std::string description) {
+  const float scale = model.activation_scale(name);
+  auto* jit = dynamic_cast<JitLinear*>(&layer);
+  if (scale == 0.f || jit == nullptr) return description;
+  jit->set_static_activation_scale(scale);
+  return description + " static-act";
+}
+
 struct LayerPlan {
   TensorChoice qkv, wo, gate_up, down;
 };
@@ -514,11 +526,17 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
     layer.gate_up = build.swiglu(*tensor("ffn_gate"), *tensor("ffn_up"), p.gate_up);
     layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual, p.down);
     const std::string prefix = "blk." + std::to_string(l) + ".";
-    out.policy.emplace_back(prefix + "attn_qkv", describe(p.qkv, *tensor("attn_q"), model));
-    out.policy.emplace_back(prefix + "attn_output", describe(p.wo, *tensor("attn_output"), model));
-    out.policy.emplace_back(prefix + "ffn_gate_up",
-                            describe(p.gate_up, *tensor("ffn_gate"), model));
-    out.policy.emplace_back(prefix + "ffn_down", describe(p.down, *tensor("ffn_down"), model));
+    const auto add_policy = [&](const char* site, LinearLayer& linear, const TensorChoice& choice,
+                                const char* first_tensor) {
+      const std::string name = prefix + site;
+      out.policy.emplace_back(
+          name, with_activation_scale(model, name, linear,
+                                      describe(choice, *tensor(first_tensor), model)));
+    };
+    add_policy("attn_qkv", *layer.wqkv, p.qkv, "attn_q");
+    add_policy("attn_output", *layer.wo, p.wo, "attn_output");
+    add_policy("ffn_gate_up", *layer.gate_up, p.gate_up, "ffn_gate");
+    add_policy("ffn_down", *layer.down, p.down, "ffn_down");
     for (const char* role :
          {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
       release_pages(*tensor(role));
@@ -527,7 +545,9 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   }
   build.release_scratch();
   out.classifier = build.linear({&classifier}, LinearFusion::plain, classifier_choice);
-  out.policy.emplace_back("output", describe(classifier_choice, classifier, model));
+  out.policy.emplace_back("output",
+                          with_activation_scale(model, "output", *out.classifier,
+                                                describe(classifier_choice, classifier, model)));
   if (progress) progress(c.n_layers + 1, c.n_layers + 1);
   release_pages(embedding);
   return out;
@@ -558,13 +578,17 @@ std::unique_ptr<LinearLayer> build_linear_layer(const ModelFile& model, const Pl
   const LayerBuilder build(model, threads > 0 ? threads : default_load_threads());
   Sources sources;
   for (const std::string& name : layer.tensors) sources.push_back(&model.tensor(name));
+  std::unique_ptr<LinearLayer> out;
   if (layer.name.ends_with("ffn_gate_up")) {
     QF_REQUIRE(sources.size() == 2, layer.name, ": expected the gate and up tensors");
-    return build.swiglu(*sources[0], *sources[1], layer.choice);
+    out = build.swiglu(*sources[0], *sources[1], layer.choice);
+  } else {
+    const bool residual = layer.name.ends_with("attn_output") || layer.name.ends_with("ffn_down");
+    out = build.linear(sources, residual ? LinearFusion::residual : LinearFusion::plain,
+                       layer.choice);
   }
-  const bool residual = layer.name.ends_with("attn_output") || layer.name.ends_with("ffn_down");
-  return build.linear(sources, residual ? LinearFusion::residual : LinearFusion::plain,
-                      layer.choice);
+  with_activation_scale(model, layer.name, *out, "");
+  return out;
 }
 
 std::string policy_summary(const LlamaWeights& weights) {

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,7 +127,26 @@ ModelFile ModelFile::from_gguf(std::string path) {
     model.add(std::move(view));
   }
   model.check_shapes();
+  model.read_activation_scales();
   return model;
+}
+
+void ModelFile::read_activation_scales() {
+  std::set<std::string, std::less<>> layers{"output"};
+  for (int l = 0; l < config_.n_layers; ++l)
+    for (const char* site : {"attn_qkv", "attn_output", "ffn_gate_up", "ffn_down"})
+      layers.insert("blk." + std::to_string(l) + "." + site);
+  for (const GgufKeyValue& kv : gguf_->metadata()) {
+    if (!kv.key.starts_with(kActivationScaleKey)) continue;
+    const std::string layer = kv.key.substr(kActivationScaleKey.size());
+    QF_REQUIRE(layers.count(layer) != 0, path_, ": metadata '", kv.key, "' names no linear layer ",
+               "of the model (blk.N.attn_qkv, attn_output, ffn_gate_up, ffn_down, output)");
+    const double scale = kv.value.is_floating() ? kv.value.as_double() : -1.0;
+    QF_REQUIRE(kv.value.type() == GgufValueType::Float32 && std::isfinite(scale) && scale > 0,
+               path_, ": metadata '", kv.key, "' = ", kv.value.describe(),
+               ", expected a positive finite float32 (a static activation scale)");
+    activation_scales_.insert_or_assign(layer, static_cast<float>(scale));
+  }
 }
 
 ModelFile ModelFile::from_llama2c(std::string path) {
@@ -218,6 +238,17 @@ void ModelFile::set_prequantized(std::string_view name, QuantizedTensor tensor,
              name, "' ", view.shape_string(), " has shape [", tensor.n, "][", tensor.k, "]");
   prequantized_.insert_or_assign(std::string(name),
                                  Prequantized{std::move(tensor), std::move(method)});
+}
+
+void ModelFile::set_activation_scale(std::string_view layer, float scale) {
+  QF_REQUIRE(std::isfinite(scale) && scale > 0.f, layer, ": activation scale ", scale,
+             " is not a positive finite number");
+  activation_scales_.insert_or_assign(std::string(layer), scale);
+}
+
+float ModelFile::activation_scale(std::string_view layer) const {
+  const auto it = activation_scales_.find(layer);
+  return it == activation_scales_.end() ? 0.f : it->second;
 }
 
 std::string ModelFile::prequantized_method(std::string_view name) const {

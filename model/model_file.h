@@ -65,6 +65,11 @@ enum class ModelFormat { Gguf, Llama2c };
 // "blk.3.attn_q.weight" for (3, "attn_q").
 std::string layer_tensor_name(int layer, std::string_view role);
 
+// A GGUF file's static activation scales (quantize -o with --act static): one Float32
+// metadata value per layer, "qforge.activation_scale.blk.3.attn_qkv" = 0.0123; read on
+// open (a non-float, non-positive or unknown layer's value is refused naming the key).
+inline constexpr std::string_view kActivationScaleKey = "qforge.activation_scale.";
+
 class ModelFile {
  public:
   // Throw qforge::Error naming the file and the tensor or field at fault.
@@ -102,11 +107,21 @@ class ModelFile {
   const QuantizedTensor* prequantized(std::string_view name, const QuantScheme& scheme) const;
   std::string prequantized_method(std::string_view name) const;
   bool has_prequantized() const { return !prequantized_.empty(); }
+  //   set_activation_scale   static W8A8: the int8 activation scale of a linear layer's
+  //                      input (its named_layers() name, "blk.3.attn_qkv"), > 0; a build
+  //                      that quantizes the layer uses it instead of per-row scales
+  void set_activation_scale(std::string_view layer, float scale);
+  float activation_scale(std::string_view layer) const;  // 0: none (dynamic)
+  bool has_activation_scales() const { return !activation_scales_.empty(); }
+  const std::map<std::string, float, std::less<>>& activation_scales() const {
+    return activation_scales_;
+  }
 
  private:
   ModelFile() = default;
   void add(TensorView view);
   void check_shapes() const;
+  void read_activation_scales();
 
   ModelFormat format_ = ModelFormat::Gguf;
   std::string path_;
@@ -121,6 +136,7 @@ class ModelFile {
     std::string method;
   };
   std::map<std::string, Prequantized, std::less<>> prequantized_;
+  std::map<std::string, float, std::less<>> activation_scales_;
 };
 
 // Writes `path` as a byte copy of the model's file with every replaced tensor's values in

@@ -191,10 +191,13 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
     if (p.choice.kind == TensorChoice::Kind::quantized) main_type = p.type;
   for (const GgufKeyValue& kv : source->metadata()) {
     if (kv.key == "general.alignment" || kv.key == "general.file_type" ||
-        kv.key.starts_with("qforge.quantize."))
+        kv.key.starts_with("qforge.quantize.") || kv.key.starts_with(kActivationScaleKey))
       continue;
     writer.add(kv.key, kv.value);
   }
+  // Static W8A8 scales (the model's: this file's own or calibrated now).
+  for (const auto& [layer, scale] : model.activation_scales())
+    writer.add(std::string(kActivationScaleKey) + layer, GgufValue::f32(scale));
   writer.add("general.file_type", GgufValue::u32(file_type_of(main_type)));
   writer.add("qforge.quantize.quant", GgufValue::string(to_string(precision.scheme)));
   writer.add("qforge.quantize.rules", GgufValue::string(rules_as_flags(precision.rules)));

@@ -17,7 +17,8 @@
 // llama-quantize falls back). The embedding and the classifier get the scheme too (llama-quantize
 // quantizes them as well), unless a rule keeps them. Other schemes (per-channel, g128, ...) have no
 // ggml type; their qforge encoding is not written yet, so they are refused by name. The metadata is
-// the source's, with general.file_type set and qforge.quantize.* added.
+// the source's, with general.file_type set and qforge.quantize.* added, and the model's
+// static activation scales as qforge.activation_scale.<layer> (model/model_file.h).
 #pragma once
 
 #include <cstdint>

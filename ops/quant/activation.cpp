@@ -82,19 +82,30 @@ void row_group_sums(const QuantizedActivations& out, std::int64_t r, std::int32_
 
 // Quantizes one row and, in the same pass, adds each xq to its group's sum (when no
 // 8-wide vector straddles two groups; otherwise returns false and the caller sums).
+// `finite` (when not null) is cleared if some x is infinite or NaN (a static scale has no
+// max pass to find them). kReciprocal (static): x * (1 / a), one multiply, not a divide.
+template <bool kReciprocal>
 __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::int64_t k, float a,
                                                            std::int64_t group, std::int8_t* xq,
-                                                           std::int32_t* sums) {
+                                                           std::int32_t* sums, bool* finite) {
   const bool fused_sums = group % 8 == 0;
+  const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  __m256 not_finite = _mm256_setzero_ps();
   // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
   const __m256 div = _mm256_set1_ps(a);
+  const float inverse = 1.f / a;
+  const __m256 mul = _mm256_set1_ps(inverse);
   const __m256 half = _mm256_set1_ps(0.5f);
   const __m256 one = _mm256_set1_ps(1.f);
   const __m256 sign_bit = _mm256_set1_ps(-0.f);
   const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
   std::int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
-    const __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i), div);
+    const __m256 xi = _mm256_loadu_ps(x + i);
+    if (finite != nullptr)
+      not_finite = _mm256_or_ps(
+          not_finite, _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, xi), infinity, _CMP_NLT_UQ));
+    const __m256 v = kReciprocal ? _mm256_mul_ps(xi, mul) : _mm256_div_ps(xi, div);
     const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
     const __m256 step = _mm256_or_ps(_mm256_and_ps(sign_bit, v), one);  // copysign(1, v)
@@ -113,25 +124,37 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
     _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + i), _mm_packs_epi16(w, w));
   }
   for (; i < k; ++i) {
-    const float r = std::clamp(round_half_away(x[i] / a), -127.f, 127.f);
+    if (finite != nullptr && !std::isfinite(x[i])) *finite = false;
+    const float r =
+        std::clamp(round_half_away(kReciprocal ? x[i] * inverse : x[i] / a), -127.f, 127.f);
     xq[i] = static_cast<std::int8_t>(r);
     if (fused_sums) sums[i / group] += static_cast<int>(r);
   }
+  if (finite != nullptr && _mm256_movemask_ps(not_finite) != 0) *finite = false;
   return fused_sums;
 }
 
-void quantize_row_scalar(const float* x, std::int64_t k, float a, std::int8_t* xq) {
+void quantize_row_scalar(const float* x, std::int64_t k, float a, std::int8_t* xq,
+                         bool reciprocal) {
+  const float inverse = 1.f / a;
   for (std::int64_t i = 0; i < k; ++i)
-    xq[i] = static_cast<std::int8_t>(std::clamp(round_half_away(x[i] / a), -127.f, 127.f));
+    xq[i] = static_cast<std::int8_t>(
+        std::clamp(round_half_away(reciprocal ? x[i] * inverse : x[i] / a), -127.f, 127.f));
 }
 
+// static_scale > 0: every row's scale (no max pass); 0: each row's own.
 template <bool kUseAvx2>
-void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) {
+void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out,
+                   float static_scale = 0.f) {
   QF_REQUIRE(x != nullptr, "activations: input pointer is null");
+  const bool fixed = static_scale > 0.f;
   for (std::int64_t r = 0; r < out.m; ++r) {
     const float* row = x + r * ldx;
     float a;
-    if (kUseAvx2) {
+    if (fixed) {
+      a = static_scale;
+      if (!kUseAvx2) check_finite_row(row, out.k, r);
+    } else if (kUseAvx2) {
       a = checked_row_scale_avx2(row, out.k, r);
     } else {
       check_finite_row(row, out.k, r);
@@ -145,9 +168,12 @@ void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out) 
     if (a == 0.f) {
       std::memset(xq, 0, out.k);
     } else if (kUseAvx2) {
-      sums_done = quantize_row_avx2(row, out.k, a, out.group, xq, sums);
+      bool finite = true;
+      sums_done = fixed ? quantize_row_avx2<true>(row, out.k, a, out.group, xq, sums, &finite)
+                        : quantize_row_avx2<false>(row, out.k, a, out.group, xq, sums, nullptr);
+      if (!finite) check_finite_row(row, out.k, r);  // throws, naming the element
     } else {
-      quantize_row_scalar(row, out.k, a, xq);
+      quantize_row_scalar(row, out.k, a, xq, fixed);
     }
     if (!sums_done) row_group_sums(out, r, sums);
   }
@@ -164,6 +190,30 @@ void quantize_activations(const float* x, std::int64_t ldx, QuantizedActivations
 
 void quantize_activations_reference(const float* x, std::int64_t ldx, QuantizedActivations& out) {
   quantize_rows<false>(x, ldx, out);
+}
+
+namespace {
+
+void check_static_scale(float scale) {
+  QF_REQUIRE(std::isfinite(scale) && scale > 0.f, "activations: static scale ", scale,
+             " is not a positive finite number");
+}
+
+}  // namespace
+
+void quantize_activations_static(const float* x, std::int64_t ldx, float scale,
+                                 QuantizedActivations& out) {
+  check_static_scale(scale);
+  if (cpu_info().isa.avx2)
+    quantize_rows<true>(x, ldx, out, scale);
+  else
+    quantize_rows<false>(x, ldx, out, scale);
+}
+
+void quantize_activations_static_reference(const float* x, std::int64_t ldx, float scale,
+                                           QuantizedActivations& out) {
+  check_static_scale(scale);
+  quantize_rows<false>(x, ldx, out, scale);
 }
 
 }  // namespace qforge

@@ -1,7 +1,13 @@
-// Dynamic per-row (per-token) activation quantization, the kernels' A operand.
+// Per-row (per-token) activation quantization, the kernels' A operand.
 //
-//   a[m]  = max_k |x[m][k]| / 127                       (row scale; 0 for a zero row)
-//   xq    = clamp(round(x / a), -127, 127)              (round half away from zero)
+//   a[m]  = max_k |x[m][k]| / 127                       (dynamic: the row's scale; 0 for
+//                                                        a zero row)
+//         = a                                           (static: one scale from
+//                                                        calibration, no max pass;
+//                                                        larger values clamp)
+//   xq    = clamp(round(x / a), -127, 127)              (round half away from zero;
+//                                                        static: round(x * (1 / a)), the
+//                                                        reciprocal once in float)
 //   xsum[m][j] = sum of xq over group j                 (the operand-bias correction:
 //                                                        ops/quant/packed_layout.h)
 //
@@ -42,6 +48,11 @@ void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t
 // the reference.
 void quantize_activations(const float* x, std::int64_t ldx, QuantizedActivations& out);
 void quantize_activations_reference(const float* x, std::int64_t ldx, QuantizedActivations& out);
+// Static: every row with scale `scale` (> 0, finite); a non-finite x still throws.
+void quantize_activations_static(const float* x, std::int64_t ldx, float scale,
+                                 QuantizedActivations& out);
+void quantize_activations_static_reference(const float* x, std::int64_t ldx, float scale,
+                                           QuantizedActivations& out);
 
 // Rounds half away from zero; the single definition both paths follow.
 float round_half_away(float v);

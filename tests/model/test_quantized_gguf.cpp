@@ -5,7 +5,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -92,6 +96,69 @@ TEST_P(QuantizedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesAsGgmlBlocks) 
 
 INSTANTIATE_TEST_SUITE_P(Schemes, QuantizedGguf,
                          testing::Values("int8-g32", "int4-g32", "int4-g32-asym"));
+
+// Static activation scales travel in the file's metadata: the written file loads with the
+// scales it was written with and computes what the source does with them; a damaged
+// value or layer name is refused naming the file and the key.
+TEST(QuantizedGguf, CarriesStaticActivationScales) {
+  const std::string in = temp_path("in_scales.gguf"), out = temp_path("out_scales.gguf");
+  test::write_tiny_llama(in, test::TinyLlama{});
+  const std::map<std::string, float> scales = {{"blk.0.attn_qkv", 0.02f},
+                                               {"blk.1.ffn_down", 0.375f}};
+  const auto set_scales = [&](ModelFile& file) {
+    for (const auto& [layer, scale] : scales) file.set_activation_scale(layer, scale);
+  };
+  const ModelPreparer with_scales = [&](ModelFile& file, const Tokenizer&) { set_scales(file); };
+  {
+    ModelFile source = open_model(in);
+    set_scales(source);
+    write_quantized_gguf(source, parse_precision("int8-g32"), out);
+  }
+  const ModelFile written = open_model(out);
+  EXPECT_EQ(written.activation_scales().size(), scales.size());
+  for (const auto& [layer, scale] : scales) EXPECT_EQ(written.activation_scale(layer), scale);
+
+  const std::vector<int> tokens = {1, 4, 9, 16, 25, 36, 3};
+  auto from_file = open_session(out, parse_precision("native"), 2);
+  auto at_load = open_session(in, parse_precision("int8-g32"), 2, 0, "", {}, with_scales);
+  for (const auto& [layer, choice] : from_file->model.weights.policy)
+    EXPECT_EQ(choice.ends_with(" static-act"), scales.count(layer) == 1) << layer << " " << choice;
+  const std::span<const float> a = from_file->executor->forward(tokens, 0, true);
+  const std::vector<float> want(a.begin(), a.end());
+  const std::span<const float> b = at_load->executor->forward(tokens, 0, true);
+  ASSERT_EQ(want.size(), b.size());
+  for (std::size_t i = 0; i < want.size(); ++i) ASSERT_EQ(want[i], b[i]) << i;
+
+  // Damage: the value negative, then the layer one the model lacks.
+  std::vector<char> bytes;
+  {
+    std::ifstream f(out, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const std::string key = "qforge.activation_scale.blk.0.attn_qkv";
+  const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end()) - bytes.begin();
+  ASSERT_LT(std::size_t(at), bytes.size());
+  const auto damaged = [&](std::vector<char> copy, const std::string& words) {
+    const std::string path = temp_path("damaged_scales.gguf");
+    std::ofstream(path, std::ios::binary).write(copy.data(), std::streamsize(copy.size()));
+    try {
+      open_model(path);
+      ADD_FAILURE() << words << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    std::filesystem::remove(path);
+  };
+  std::vector<char> negative = bytes;
+  negative[std::size_t(at) + key.size() + 4 + 3] |= char(0x80);  // after the u32 type: f32 sign
+  damaged(negative, "'" + key + "' = -0.0");
+  std::vector<char> unknown = bytes;
+  unknown[std::size_t(at) + key.size() - std::string("0.attn_qkv").size()] = '9';
+  damaged(unknown, "names no linear layer");
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
 
 TEST(QuantizedGgufErrors, RefusesWhatItCannotWriteAndLeavesNoFile) {
   const std::string in = temp_path("in_bad.gguf"), out = temp_path("out_bad.gguf");

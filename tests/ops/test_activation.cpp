@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "jit/base/error.h"
 #include "ops/quant/activation.h"
@@ -100,6 +101,66 @@ TEST(Activation, NonFiniteElementIsNamedOnEveryPath) {
           EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
         }
       }
+}
+
+// Static: one scale for every row (x times its reciprocal), values beyond 127 a clamp;
+// the vector path matches the definition and the reference bit for bit, every K tail and
+// group layout.
+TEST(Activation, StaticScaleFollowsTheDefinition) {
+  for (std::int64_t k : {1, 7, 8, 9, 37, 100, 4096}) {
+    const std::int64_t m = 4, kp = (k + 63) / 64 * 64;
+    auto x = test::random_floats(m * k, 5 * k, 3.f);
+    const float a = 1.f / 64.f;  // |x| up to 3 -> up to 192: the larger ones clamp
+    for (std::int64_t i = 0; i < k; i += 5) x[i] = static_cast<float>(i % 100) / 64.f + 0.5f / 64.f;
+    for (std::int64_t group : {kp, std::int64_t{32}, std::int64_t{4}}) {
+      QuantizedActivations fast, ref;
+      prepare_activations(fast, m, k, kp, group);
+      prepare_activations(ref, m, k, kp, group);
+      quantize_activations_static(x.data(), k, a, fast);
+      quantize_activations_static_reference(x.data(), k, a, ref);
+      for (std::int64_t r = 0; r < m; ++r) {
+        EXPECT_EQ(fast.scale[r], a);
+        EXPECT_EQ(ref.scale[r], a);
+        std::vector<std::int32_t> sums(std::size_t(kp / group), 0);
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const int expected =
+              i < k ? int(std::clamp(std::round(x[r * k + i] * (1.f / a)), -127.f, 127.f)) : 0;
+          ASSERT_EQ(int(fast.row(r)[i]), expected) << "K " << k << " row " << r << " i " << i;
+          sums[std::size_t(i / group)] += expected;
+        }
+        EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0);
+        for (std::int64_t j = 0; j < kp / group; ++j) {
+          EXPECT_EQ(fast.sums(r)[j], sums[std::size_t(j)]) << "K " << k << " g " << group;
+          EXPECT_EQ(ref.sums(r)[j], sums[std::size_t(j)]);
+        }
+      }
+    }
+  }
+}
+
+TEST(Activation, StaticScaleRefusesBadScalesAndNonFiniteInput) {
+  const std::int64_t m = 2, k = 37, kp = 64;
+  QuantizedActivations q;
+  prepare_activations(q, m, k, kp, kp);
+  auto x = test::random_floats(m * k, 9, 1.f);
+  for (const float bad_scale : {0.f, -1.f, std::numeric_limits<float>::infinity(), std::nanf("")})
+    EXPECT_THROW(quantize_activations_static(x.data(), k, bad_scale, q), Error) << bad_scale;
+  for (const std::int64_t at : {std::int64_t{3}, std::int64_t{k + 36}})
+    for (const bool reference : {false, true}) {
+      auto bad = x;
+      bad[at] = std::nanf("");
+      const std::string expected =
+          "x[" + std::to_string(at / k) + "][" + std::to_string(at % k) + "] is not finite";
+      try {
+        if (reference)
+          quantize_activations_static_reference(bad.data(), k, 0.01f, q);
+        else
+          quantize_activations_static(bad.data(), k, 0.01f, q);
+        ADD_FAILURE() << "element " << at << " was quantized";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      }
+    }
 }
 
 }  // namespace

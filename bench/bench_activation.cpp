@@ -1,0 +1,79 @@
+// Static against dynamic int8 activations on a prefill-sized call: the quantization pass
+// alone (a per-row max pass and a quantize pass, or the quantize pass with the calibrated
+// scale) and the whole layer (that pass plus the int8 kernel), timed in turns in one run.
+//   build/bench/bench_activation --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+// Counters: static_pass_ratio = static pass time / dynamic pass time, static_layer_ratio
+// the same for the layer (< 1: static is faster).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "ops/linear/quantized_linear.h"
+#include "ops/quant/activation.h"
+#include "ops/quant/pack.h"
+
+namespace {
+
+using qforge::bench::Clock;
+using qforge::bench::median;
+using qforge::bench::seconds_since;
+
+// M x K activations through an N x K int8 layer, threads 2.
+void BM_StaticActivations(benchmark::State& state) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> w(std::size_t(n * k)), x(std::size_t(m * k)), y(std::size_t(m * n));
+  for (float& v : w) v = 0.02f * dist(rng);
+  float top = 0;
+  for (float& v : x) top = std::max(top, std::fabs(v = dist(rng)));
+  const qforge::QuantizedLinear layer(
+      qforge::pack_weights(w.data(), n, k, qforge::parse_quant_scheme("int8"), 2),
+      qforge::Epilogue{});
+  qforge::ThreadPool pool(2);
+  qforge::QuantizedActivations xq;
+  const auto& header = layer.weights().header;
+  qforge::prepare_activations(xq, m, k, header.k_padded, header.group);
+  const float scale = top / 127.f;
+  std::vector<double> pass_dynamic, pass_static, layer_dynamic, layer_static;
+  for (int warm = 0; warm < 2; ++warm) layer.forward(xq, {}, y.data(), n, pool);
+  for (auto _ : state) {
+    auto start = Clock::now();
+    qforge::quantize_activations(x.data(), k, xq);
+    pass_dynamic.push_back(seconds_since(start));
+    layer.forward(xq, {}, y.data(), n, pool);
+    layer_dynamic.push_back(seconds_since(start));
+    start = Clock::now();
+    qforge::quantize_activations_static(x.data(), k, scale, xq);
+    pass_static.push_back(seconds_since(start));
+    layer.forward(xq, {}, y.data(), n, pool);
+    layer_static.push_back(seconds_since(start));
+    state.SetIterationTime(layer_static.back());
+  }
+  state.counters["M"] = double(m);
+  state.counters["N"] = double(n);
+  state.counters["K"] = double(k);
+  state.counters["dynamic_pass_us"] = median(pass_dynamic) * 1e6;
+  state.counters["static_pass_us"] = median(pass_static) * 1e6;
+  state.counters["static_pass_ratio"] = median(pass_static) / median(pass_dynamic);
+  state.counters["static_layer_ratio"] = median(layer_static) / median(layer_dynamic);
+  state.counters["pass_share_dynamic"] = median(pass_dynamic) / median(layer_dynamic);
+}
+
+// TinyLlama's qkv (2048 -> 2560) and down (5632 -> 2048) at a 512-token prefill, and a
+// decode row.
+BENCHMARK(BM_StaticActivations)
+    ->Args({512, 2560, 2048})
+    ->Args({512, 2048, 5632})
+    ->Args({1, 2560, 2048})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
