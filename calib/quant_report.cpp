@@ -7,9 +7,11 @@
 #include "calib/kld_evaluator.h"
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "model/jit_linear.h"
 #include "model/perplexity.h"
 #include "ops/quant/activation.h"
 #include "ops/quant/pack.h"
+#include "ops/quant/quantize.h"
 
 namespace qforge {
 namespace {
@@ -51,29 +53,34 @@ std::vector<const TensorView*> layer_sources(const ModelFile& file, const std::s
 // ||deq(W) - W|| / ||W|| over the layer's tensors for what the quantized model holds
 // there: a scheme (quantized and dequantized again), bf16 (rounded), f32 or a native
 // tensor kept exactly (0).
-double weight_error(const std::vector<const TensorView*>& sources, const std::string& scheme) {
-  const bool bf16 = scheme == "bf16";
-  QuantScheme quant;
-  bool quantized = false;
-  try {
-    quant = parse_quant_scheme(scheme, "scheme");
-    quantized = true;
-  } catch (const Error&) {
+// ||W_q - W|| / ||W||: W_q read back from the quantized layer's packed weights (what a
+// method such as GPTQ chose, or round-to-nearest's), or W rounded to bf16 for a bf16
+// layer; 0 for an f32 layer.
+double weight_error(const std::vector<const TensorView*>& sources, const LinearLayer& layer,
+                    const std::string& scheme) {
+  std::vector<float> back;
+  if (const auto* jit = dynamic_cast<const JitLinear*>(&layer)) {
+    const PackedWeights& packed = jit->quantized().weights();
+    back = dequantize(unpack_weights(packed, 0));
+    if (layer.fusion() == LinearFusion::swiglu) {
+      const std::vector<float> up = dequantize(unpack_weights(packed, 1));
+      back.insert(back.end(), up.begin(), up.end());
+    }
+  } else if (scheme != "bf16") {
+    return 0.0;
   }
-  if (!quantized && !bf16) return 0.0;
   ErrorSum sum;
+  std::size_t at = 0;
   for (const TensorView* t : sources) {
     std::vector<float> w(static_cast<std::size_t>(t->rows * t->columns));
     for (std::int64_t r = 0; r < t->rows; ++r)
       t->row_to_f32(r, std::span<float>(w.data() + r * t->columns, t->columns));
-    if (bf16) {
-      for (float v : w) sum.add(bf16_to_f32(f32_to_bf16(v)), v);
-      continue;
-    }
-    const std::vector<float> back =
-        dequantize(unpack_weights(pack_weights(w.data(), t->rows, t->columns, quant, 1)));
-    for (std::size_t i = 0; i < w.size(); ++i) sum.add(back[i], w[i]);
+    for (std::size_t i = 0; i < w.size(); ++i)
+      sum.add(back.empty() ? bf16_to_f32(f32_to_bf16(w[i])) : back.at(at + i), w[i]);
+    at += w.size();
   }
+  QF_REQUIRE(back.empty() || at == back.size(), "quant-report: the packed layer holds ",
+             back.size(), " weights, its tensors ", at);
   return sum.relative();
 }
 
@@ -175,7 +182,9 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
   f32.executor->set_observer(nullptr);
   step();
 
-  const ModelFile file = open_model(f32.path);
+  ModelFile file = open_model(f32.path);
+  if (o.replaced != nullptr)
+    for (const auto& [tensor, values] : *o.replaced) file.replace_tensor(tensor, values);
   std::map<std::string, std::string> schemes(qw.policy.begin(), qw.policy.end());
   for (const auto& [name, f32_layer] : named) {
     LayerQuantReport r;
@@ -186,7 +195,7 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
     std::unique_ptr<LinearLayer>& q_slot = qw.linear_slot(name);
     r.f32_bytes = f32_slot->weight_bytes();
     r.quantized_bytes = q_slot->weight_bytes();
-    r.weight_rel_rms = weight_error(layer_sources(file, name), r.scheme);
+    r.weight_rel_rms = weight_error(layer_sources(file, name), *q_slot, r.scheme);
     const std::vector<float>& x = capture.inputs.at(name);
     const std::vector<float> want = layer_outputs(*f32_slot, x, *f32.pool);
     const std::vector<float> got = layer_outputs(*q_slot, x, *f32.pool);

@@ -4,7 +4,7 @@
 //
 //   f32 model, capture run over `capture_chunks` chunks  ->  each layer's f32 inputs X
 //   per layer L (q|k|v and gate|up are one layer each, as the executor fuses them):
-//     weight_rel_rms      ||W_q - W|| / ||W||          W_q: dequantized from the packed layer
+//     weight_rel_rms      ||W_q - W|| / ||W||          W_q: read back from the packed layer
 //     output_rel_rms      ||L_q(X) - L(X)|| / ||L(X)||  the quantized layer, int8 activations
 //     output_snr_db       -20 log10(output_rel_rms)
 //     outlier_ratio       max channel absmax / median channel absmax of X
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct QuantReportOptions {
   int ctx = 0;             // tokens per chunk
   int max_chunks = 0;      // chunks of the text for the KLDs (0: all)
   int capture_chunks = 2;  // chunks whose layer inputs the error figures use
+  // The tensors a method replaced in the f32 session's file (SmoothQuant / AWQ folds),
+  // so the weight errors compare against the weights that session runs.
+  const std::map<std::string, std::vector<float>>* replaced = nullptr;
 };
 
 using ReportProgress = std::function<void(int done, int total)>;

@@ -2,10 +2,13 @@
 //                     [--json] [--svg FILE]
 // Per linear layer: weight error, output error / SNR on the f32 inputs of the text,
 // activation outliers and their int8 error, and the sensitivity (the logits' KLD with
-// only that layer quantized); sorted by sensitivity (calib/quant_report.h).
+// only that layer quantized); sorted by sensitivity (calib/quant_report.h). With a
+// calibrated method (--gptq, --awq, --smoothquant, --act static), round-to-nearest's
+// output error and KLD beside each layer's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/auto_policy.h"
+#include "calib/input_scaling.h"
 #include "calib/quant_report.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -54,6 +58,13 @@ nlohmann::json to_json(const LayerQuantReport& l) {
           {"sensitivity_kld_stderr", l.sensitivity_kld_stderr}};
 }
 
+// The round-to-nearest report's layer of that name.
+const LayerQuantReport& rtn_layer(const QuantReport& baseline, const std::string& name) {
+  for (const LayerQuantReport& l : baseline.layers)
+    if (l.name == name) return l;
+  fail("quant-report: no round-to-nearest figures for ", name);
+}
+
 void quant_report(const Options& o) {
   const int threads = apply_model_options(o.model).threads;
   const Precision precision =
@@ -63,13 +74,38 @@ void quant_report(const Options& o) {
              "--auto-policy: give one of --target-kld and --max-bytes");
   QF_REQUIRE(o.auto_policy || (o.target_kld == 0 && o.max_bytes == 0),
              "--target-kld / --max-bytes: only with --auto-policy");
+  QF_REQUIRE(!o.auto_policy || !(o.model.methods.smoothquant || o.model.methods.awq),
+             "--auto-policy with --smoothquant / --awq: their folds change the norms the "
+             "upgraded layers would read; choose the policy without them");
   const Precision upgrade_precision = model_precision(o.model, o.upgrade);
   QF_REQUIRE(!o.auto_policy || upgrade_precision.quantized, "--upgrade ", o.upgrade,
              ": the upgrade scheme must be a quantized scheme (int8, int8-g<G>, ...)");
   const std::string text = read_text_file(o.text);
-  auto quantized = open_model_session(o.model, precision, threads, 0, o.json);
+  // With a calibrated method, the method's layers are measured against the f32 model of
+  // the same folded weights (SmoothQuant / AWQ replace norms and weights: the same
+  // function), and round-to-nearest's against the original, side by side.
+  const bool methods = o.model.methods.any();
+  std::map<std::string, std::vector<float>> folded;  // the method's replaced tensors
+  auto quantized = open_model_session(o.model, precision, threads, 0, o.json, /*with_methods=*/true,
+                                      [&folded](ModelFile& file, const Tokenizer&) {
+                                        for (const TensorView& t : file.tensors())
+                                          if (t.in_memory)
+                                            folded[t.name] = tensor_f32(file, t.name);
+                                      });
   auto f32 = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,
                                 /*with_methods=*/false);
+  std::unique_ptr<ModelSession> rtn, f32_folded;
+  if (methods) {
+    rtn = open_model_session(o.model, precision, threads, 0, o.json, /*with_methods=*/false);
+    if (!folded.empty())
+      f32_folded =
+          open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,
+                             /*with_methods=*/false, [&folded](ModelFile& file, const Tokenizer&) {
+                               for (const auto& [name, values] : folded)
+                                 file.replace_tensor(name, values);
+                             });
+  }
+  ModelSession& method_reference = f32_folded ? *f32_folded : *f32;
   const LlamaConfig& c = f32->model.weights.config;
   const int ctx = o.ctx > 0 ? o.ctx : std::min(256, c.seq_len);
   QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
@@ -80,9 +116,17 @@ void quant_report(const Options& o) {
   QuantReportOptions options;
   options.ctx = ctx;
   options.max_chunks = o.chunks;
-  const QuantReport report =
-      make_quant_report(*f32, *quantized, tokens, options, threads,
-                        [&bar](int done, int total) { bar.update(done, total, "steps"); });
+  const int passes = methods ? 2 : 1;
+  QuantReportOptions method_options = options;
+  if (!folded.empty()) method_options.replaced = &folded;
+  const QuantReport report = make_quant_report(
+      method_reference, *quantized, tokens, method_options, threads,
+      [&bar, passes](int done, int total) { bar.update(done, total * passes, "steps"); });
+  std::optional<QuantReport> baseline;
+  if (methods)
+    baseline = make_quant_report(*f32, *rtn, tokens, options, threads, [&bar](int done, int total) {
+      bar.update(total + done, 2 * total, "steps");
+    });
   bar.finish();
   std::optional<AutoPolicy> chosen;
   if (o.auto_policy) {
@@ -103,7 +147,11 @@ void quant_report(const Options& o) {
                                                              ": per-layer sensitivity"));
   if (o.json) {
     nlohmann::json layers = nlohmann::json::array();
-    for (const LayerQuantReport& l : sorted) layers.push_back(to_json(l));
+    for (const LayerQuantReport& l : sorted) {
+      nlohmann::json layer = to_json(l);
+      if (baseline) layer["rtn"] = to_json(rtn_layer(*baseline, l.name));
+      layers.push_back(layer);
+    }
     const nlohmann::json j = {{"model", o.model.model},
                               {"text", o.text},
                               {"precision", report.precision},
@@ -115,6 +163,11 @@ void quant_report(const Options& o) {
                               {"full_kld_stderr", report.full_kld_stderr},
                               {"layers", layers}};
     nlohmann::json out = j;
+    if (baseline) {
+      out["rtn_policy"] = baseline->policy;
+      out["rtn_full_kld"] = baseline->full_kld;
+      out["rtn_full_kld_stderr"] = baseline->full_kld_stderr;
+    }
     if (chosen)
       out["auto_policy"] = {{"quant", o.model.quant.empty() ? "int8" : o.model.quant},
                             {"upgrade", o.upgrade},
@@ -133,16 +186,27 @@ void quant_report(const Options& o) {
   std::printf("%s, %s: %d chunks of %d tokens of %s, %lld scored\npolicy: %s\n",
               o.model.model.c_str(), report.precision.c_str(), report.chunks, report.ctx,
               o.text.c_str(), static_cast<long long>(report.scored_tokens), report.policy.c_str());
-  std::printf("%-18s %-10s %9s %9s %8s %8s %9s %11s %10s\n", "layer (by KLD)", "scheme", "w relRMS",
+  std::printf("%-18s %-15s %9s %9s %8s %8s %9s %11s %10s", "layer (by KLD)", "scheme", "w relRMS",
               "out relRMS", "SNR dB", "outliers", "act relRMS", "KLD alone", "+/-");
-  for (const LayerQuantReport& l : sorted)
-    std::printf("%-18s %-10s %9.5f %10.5f %8.2f %8.2f %10.5f %11.6f %10.6f\n", l.name.c_str(),
+  if (baseline) std::printf(" | %9s %10s %11s", "RTN w", "RTN out", "RTN KLD");
+  std::printf("\n");
+  for (const LayerQuantReport& l : sorted) {
+    std::printf("%-18s %-15s %9.5f %10.5f %8.2f %8.2f %10.5f %11.6f %10.6f", l.name.c_str(),
                 l.scheme.c_str(), l.weight_rel_rms, l.output_rel_rms, l.output_snr_db,
                 l.outlier_ratio, l.activation_rel_rms, l.sensitivity_kld, l.sensitivity_kld_stderr);
+    if (baseline) {
+      const LayerQuantReport& r = rtn_layer(*baseline, l.name);
+      std::printf(" | %9.5f %10.5f %11.6f", r.weight_rel_rms, r.output_rel_rms, r.sensitivity_kld);
+    }
+    std::printf("\n");
+  }
   double sum = 0;
   for (const LayerQuantReport& l : report.layers) sum += l.sensitivity_kld;
   std::printf("every layer quantized: mean KLD %.6f +/- %.6f (sum of the single-layer KLDs %.6f)\n",
               report.full_kld, report.full_kld_stderr, sum);
+  if (baseline)
+    std::printf("round-to-nearest (%s): mean KLD %.6f +/- %.6f\n", baseline->policy.c_str(),
+                baseline->full_kld, baseline->full_kld_stderr);
   if (!chosen) return;
   const char* goal = o.target_kld > 0 ? "--target-kld" : "--max-bytes";
   std::printf(

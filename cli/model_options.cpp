@@ -80,10 +80,16 @@ namespace qforge::cli {
 
 std::unique_ptr<ModelSession> open_model_session(const ModelOptions& o, const Precision& precision,
                                                  int threads, int positions, bool quiet,
-                                                 bool with_methods) {
+                                                 bool with_methods, const ModelPreparer& after) {
   ProgressBar bar("loading " + to_string(precision), quiet);
-  const ModelPreparer prepare =
+  const ModelPreparer methods =
       with_methods ? method_preparer(o.methods, precision, threads, quiet) : ModelPreparer{};
+  ModelPreparer prepare = methods;
+  if (after)
+    prepare = [&methods, &after](ModelFile& file, const Tokenizer& tokenizer) {
+      if (methods) methods(file, tokenizer);
+      after(file, tokenizer);
+    };
   auto session = open_session(
       o.model, precision, threads, positions, o.tokenizer,
       [&bar](int done, int total) { bar.update(done, total, "layers"); }, prepare);

@@ -59,9 +59,11 @@ AppliedModelOptions apply_model_options(const ModelOptions& options);
 // Opens the model, applying the calibrated methods asked for (unless `with_methods` is
 // false: a reference such as the f32 model beside a quantized one), with a progress bar
 // on stderr while it loads (terminals only; none when `quiet`).
+// `after` (if given) runs on the prepared file last, before the weights are built.
 std::unique_ptr<ModelSession> open_model_session(const ModelOptions& options,
                                                  const Precision& precision, int threads,
                                                  int positions = 0, bool quiet = false,
-                                                 bool with_methods = true);
+                                                 bool with_methods = true,
+                                                 const ModelPreparer& after = {});
 
 }  // namespace qforge::cli

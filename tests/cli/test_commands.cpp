@@ -315,6 +315,46 @@ TEST(QuantReport, AutoPolicyMeetsItsTargetOnTheEvalTextWithFewerBytes) {
   EXPECT_NE(bad.output.find("--target-kld"), std::string::npos) << bad.output;
 }
 
+// With a calibrated method, quant-report puts round-to-nearest's figures beside each
+// layer's: AWQ (folded norms: the method measured against the folded f32 model) and GPTQ
+// lower the output error of most layers and the whole model's KLD; the weight errors are
+// read back from the packed layers (GPTQ's integers are not rounding's).
+TEST(QuantReport, ShowsEachMethodBesideRoundToNearest) {
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  for (const char* method : {"--awq", "--gptq"}) {
+    const auto r = test::run_command(kQforge + " quant-report -m " + stories() + " -f " +
+                                     eval_text() + " --quant int4-g128 --chunks 4 -t 2 --json " +
+                                     method + " --calib-text " + calib_text);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto records = json_lines(r.output);
+    ASSERT_EQ(records.size(), 1u) << r.output;
+    const auto& report = records[0];
+    ASSERT_EQ(report["layers"].size(), 21u);
+    EXPECT_LT(report["full_kld"].get<double>(), 0.75 * report["rtn_full_kld"].get<double>())
+        << method;
+    int better = 0, differ = 0;
+    for (const auto& layer : report["layers"]) {
+      const std::string name = layer["name"].get<std::string>();
+      ASSERT_TRUE(layer.contains("rtn")) << name;
+      EXPECT_EQ(layer["rtn"]["name"], layer["name"]);
+      if (name == "output") continue;  // the classifier keeps round-to-nearest
+      EXPECT_GT(layer["weight_rel_rms"].get<double>(), 0) << method << " " << name;
+      EXPECT_NE(layer["scheme"].get<std::string>().find(method + 2), std::string::npos) << name;
+      better += layer["output_rel_rms"] < layer["rtn"]["output_rel_rms"];
+      differ += layer["weight_rel_rms"] != layer["rtn"]["weight_rel_rms"];
+    }
+    EXPECT_GE(better, 18) << method << ": the method lowers most layers' output error";
+    EXPECT_EQ(differ, 20) << method << ": every block layer holds other integers";
+  }
+  const auto refused =
+      test::run_command(kQforge + " quant-report -m " + stories() + " -f " + calib_text +
+                        " --awq --calib-text " + calib_text + " --auto-policy --target-kld 0.05");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--auto-policy with --smoothquant / --awq"), std::string::npos)
+      << refused.output;
+}
+
 // One-shot GPTQ (and AWQ + GPTQ) from a calibration file with Gram matrices, through
 // perplexity; and the
 // errors: no calibration, a file without Gram matrices, a dense model, flags that clash.
