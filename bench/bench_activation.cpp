@@ -3,7 +3,8 @@
 // scale) and the whole layer (that pass plus the int8 kernel), timed in turns in one run.
 //   build/bench/bench_activation --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 // Counters: static_pass_ratio = static pass time / dynamic pass time, static_layer_ratio
-// the same for the layer (< 1: static is faster).
+// the same for the layer (< 1: static is faster); split_pass_ratio = the dynamic pass
+// split over the pool's threads (quantize_split, what QuantizedLinear runs) / on one.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -40,7 +41,7 @@ void BM_StaticActivations(benchmark::State& state) {
   const auto& header = layer.weights().header;
   qforge::prepare_activations(xq, m, k, header.k_padded, header.group);
   const float scale = top / 127.f;
-  std::vector<double> pass_dynamic, pass_static, layer_dynamic, layer_static;
+  std::vector<double> pass_dynamic, pass_static, pass_split, layer_dynamic, layer_static;
   for (int warm = 0; warm < 2; ++warm) layer.forward(xq, {}, y.data(), n, pool);
   for (auto _ : state) {
     auto start = Clock::now();
@@ -53,6 +54,9 @@ void BM_StaticActivations(benchmark::State& state) {
     pass_static.push_back(seconds_since(start));
     layer.forward(xq, {}, y.data(), n, pool);
     layer_static.push_back(seconds_since(start));
+    start = Clock::now();
+    qforge::quantize_split(x.data(), k, 0.f, xq, pool);
+    pass_split.push_back(seconds_since(start));
     state.SetIterationTime(layer_static.back());
   }
   state.counters["M"] = double(m);
@@ -63,6 +67,7 @@ void BM_StaticActivations(benchmark::State& state) {
   state.counters["static_pass_ratio"] = median(pass_static) / median(pass_dynamic);
   state.counters["static_layer_ratio"] = median(layer_static) / median(layer_dynamic);
   state.counters["pass_share_dynamic"] = median(pass_dynamic) / median(layer_dynamic);
+  state.counters["split_pass_ratio"] = median(pass_split) / median(pass_dynamic);
 }
 
 // TinyLlama's qkv (2048 -> 2560) and down (5632 -> 2048) at a 512-token prefill, and a

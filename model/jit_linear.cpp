@@ -27,14 +27,7 @@ void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float*
     args.residual = out;
     args.ld_residual = ldc;
   }
-  if (static_scale_ == 0.f) {
-    linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool);
-    return;
-  }
-  const PackedHeader& header = linear_.weights().header;
-  prepare_activations(scratch_, m, k(), header.k_padded, header.group);
-  quantize_activations_static(x, ldx, static_scale_, scratch_);
-  linear_.forward(scratch_, args, out, ldc, pool);
+  linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool, static_scale_);
 }
 
 void JitLinear::set_static_activation_scale(float scale) {

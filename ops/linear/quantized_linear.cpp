@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <optional>
 
@@ -201,10 +202,32 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
                               QuantizedActivations& scratch, const EpilogueArgs& args, void* out,
-                              std::int64_t ldc, ThreadPool& pool) const {
+                              std::int64_t ldc, ThreadPool& pool, float static_scale) const {
   prepare_activations(scratch, m, weights_.k(), weights_.header.k_padded, weights_.header.group);
-  quantize_activations(x, ldx, scratch);
+  quantize_split(x, ldx, static_scale, scratch, pool);
   forward(scratch, args, out, ldc, pool);
+}
+
+void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
+                    ThreadPool& pool) {
+  const std::int64_t parts = out.m >= kSplitQuantizeRows ? pool.size() : 1;
+  if (parts == 1) {
+    quantize_activation_rows(x, ldx, static_scale, 0, out.m, out);
+    return;
+  }
+  // Contiguous blocks of rows; a thread's error (a non-finite input) is rethrown here,
+  // the first row's first.
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
+  pool.run([&](int t) {
+    const std::int64_t first = out.m * t / parts, end = out.m * (t + 1) / parts;
+    try {
+      quantize_activation_rows(x, ldx, static_scale, first, end - first, out);
+    } catch (...) {
+      errors[static_cast<std::size_t>(t)] = std::current_exception();
+    }
+  });
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace qforge

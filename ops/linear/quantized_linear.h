@@ -35,6 +35,13 @@ inline constexpr std::int64_t kDefaultAmxMinRows = 16;
 std::int64_t amx_min_rows();
 void set_amx_min_rows(std::int64_t rows);  // rows >= 1
 
+// Quantizes x into `out` (prepared for its M rows): calls of at least kSplitQuantizeRows
+// rows split their rows over the pool's threads (prefill), smaller ones run on the
+// caller. static_scale 0: per-row scales. Bit-identical to one quantize_activations call.
+inline constexpr std::int64_t kSplitQuantizeRows = 8;
+void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
+                    ThreadPool& pool);
+
 class QuantizedLinear {
  public:
   QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());
@@ -50,9 +57,11 @@ class QuantizedLinear {
   // y = epilogue(x W^T); x is already quantized (row layout matching the weights).
   void forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
                ThreadPool& pool) const;
-  // Quantizes x (M x K, leading dimension ldx) into `scratch` first.
+  // Quantizes x (M x K, leading dimension ldx) into `scratch` first (quantize_split),
+  // per row, or with `static_scale` (> 0) for every row.
   void forward(const float* x, std::int64_t m, std::int64_t ldx, QuantizedActivations& scratch,
-               const EpilogueArgs& args, void* out, std::int64_t ldc, ThreadPool& pool) const;
+               const EpilogueArgs& args, void* out, std::int64_t ldc, ThreadPool& pool,
+               float static_scale = 0.f) const;
 
   const PackedWeights& weights() const { return weights_; }
   const Epilogue& epilogue() const { return epilogue_; }

@@ -143,12 +143,14 @@ void quantize_row_scalar(const float* x, std::int64_t k, float a, std::int8_t* x
 }
 
 // static_scale > 0: every row's scale (no max pass); 0: each row's own.
+// Rows [first, end) only (every row by default).
 template <bool kUseAvx2>
 void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out,
-                   float static_scale = 0.f) {
+                   float static_scale = 0.f, std::int64_t first = 0, std::int64_t end = -1) {
   QF_REQUIRE(x != nullptr, "activations: input pointer is null");
   const bool fixed = static_scale > 0.f;
-  for (std::int64_t r = 0; r < out.m; ++r) {
+  if (end < 0) end = out.m;
+  for (std::int64_t r = first; r < end; ++r) {
     const float* row = x + r * ldx;
     float a;
     if (fixed) {
@@ -214,6 +216,17 @@ void quantize_activations_static_reference(const float* x, std::int64_t ldx, flo
                                            QuantizedActivations& out) {
   check_static_scale(scale);
   quantize_rows<false>(x, ldx, out, scale);
+}
+
+void quantize_activation_rows(const float* x, std::int64_t ldx, float static_scale,
+                              std::int64_t first, std::int64_t count, QuantizedActivations& out) {
+  QF_REQUIRE(first >= 0 && count >= 0 && first + count <= out.m, "activations: rows [", first, ", ",
+             first + count, ") outside the ", out.m, " prepared");
+  if (static_scale != 0.f) check_static_scale(static_scale);
+  if (cpu_info().isa.avx2)
+    quantize_rows<true>(x, ldx, out, static_scale, first, first + count);
+  else
+    quantize_rows<false>(x, ldx, out, static_scale, first, first + count);
 }
 
 }  // namespace qforge

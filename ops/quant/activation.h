@@ -53,6 +53,10 @@ void quantize_activations_static(const float* x, std::int64_t ldx, float scale,
                                  QuantizedActivations& out);
 void quantize_activations_static_reference(const float* x, std::int64_t ldx, float scale,
                                            QuantizedActivations& out);
+// Rows [first, first + count) of either (static_scale 0: dynamic), x still pointing at
+// row 0: what a thread of a split call quantizes; the rows match a whole call bit for bit.
+void quantize_activation_rows(const float* x, std::int64_t ldx, float static_scale,
+                              std::int64_t first, std::int64_t count, QuantizedActivations& out);
 
 // Rounds half away from zero; the single definition both paths follow.
 float round_half_away(float v);

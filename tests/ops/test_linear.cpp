@@ -1,12 +1,14 @@
 // The call site: thread splits, the code cache under concurrency, W^X code pages.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "jit/base/error.h"
 #include "jit/core/code_cache.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/ref/gemm_reference.h"
@@ -104,6 +106,41 @@ TEST(CodeCache, NoPageIsWritableAndExecutable) {
     EXPECT_FALSE(perms[1] == 'w' && perms[2] == 'x') << line;
   }
   EXPECT_GT(executable, 0);
+}
+
+// Prefill calls split their activation rows over the pool: the bytes, scales and group
+// sums equal one whole call's, dynamic and static, for row counts around the split
+// threshold; a non-finite value in another thread's rows is still reported by name.
+TEST(QuantizeSplit, MatchesOneWholeCallBitForBit) {
+  ThreadPool pool(2);
+  const std::int64_t k = 100, kp = 128, g = 32;
+  for (const std::int64_t m : {1, 7, 8, 9, 33, 512})
+    for (const float scale : {0.f, 0.01f}) {
+      const auto x = test::random_floats(m * k, m, 1.5f);
+      QuantizedActivations split, whole;
+      prepare_activations(split, m, k, kp, g);
+      prepare_activations(whole, m, k, kp, g);
+      quantize_split(x.data(), k, scale, split, pool);
+      if (scale == 0.f)
+        quantize_activations(x.data(), k, whole);
+      else
+        quantize_activations_static(x.data(), k, scale, whole);
+      for (std::int64_t r = 0; r < m; ++r) {
+        ASSERT_EQ(split.scale[r], whole.scale[r]) << "M " << m << " row " << r;
+        ASSERT_EQ(std::memcmp(split.row(r), whole.row(r), kp), 0) << "M " << m << " row " << r;
+        for (std::int64_t j = 0; j < kp / g; ++j) ASSERT_EQ(split.sums(r)[j], whole.sums(r)[j]);
+      }
+    }
+  auto bad = test::random_floats(33 * k, 5, 1.f);
+  bad[30 * k + 4] = std::nanf("");
+  QuantizedActivations q;
+  prepare_activations(q, 33, k, kp, g);
+  try {
+    quantize_split(bad.data(), k, 0.f, q, pool);
+    ADD_FAILURE() << "NaN quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x[30][4] is not finite"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
