@@ -22,12 +22,8 @@ float static_scale(std::span<const float> absmax, const std::vector<double>* s) 
   return m > 0 ? static_cast<float>(m / 127.0) : 1e-30f;
 }
 
-// The clipping search on sampled rows x (m x k): among a = clip * max|x| / 127 for the
-// grid kStaticClipGrid, the a whose int8 rounding error, weighted per channel by the
-// squared norm of the weight column reading it (sum_n W[n][j]^2: the output error when
-// channel errors are independent), is smallest. Clipping trades the rare large values
-// for resolution on the common small ones.
-// The same error with each row quantized by its own max (the dynamic path).
+// The rounding error of sampled rows x (m x k) with each row quantized by its own max
+// (the dynamic path), weighted per channel as searched_scale weighs it.
 double dynamic_error(const std::vector<float>& x, std::size_t k,
                      const std::vector<double>& column_energy) {
   const std::size_t m = k == 0 ? 0 : x.size() / k;
@@ -46,6 +42,11 @@ double dynamic_error(const std::vector<float>& x, std::size_t k,
   return e;
 }
 
+// The clipping search on sampled rows x (m x k): among a = clip * max|x| / 127 for the
+// grid kStaticClipGrid, the a whose int8 rounding error, weighted per channel by the
+// squared norm of the weight column reading it (sum_n W[n][j]^2: the output error when
+// channel errors are independent), is smallest; that error in `error`. Clipping trades
+// the rare large values for resolution on the common small ones.
 float searched_scale(float max_scale, const std::vector<float>& x, std::size_t k,
                      const std::vector<double>& column_energy, double* error) {
   const std::size_t m = k == 0 ? 0 : x.size() / k;
