@@ -50,9 +50,6 @@ std::vector<const TensorView*> layer_sources(const ModelFile& file, const std::s
   return {&file.layer_tensor(l, role)};
 }
 
-// ||deq(W) - W|| / ||W|| over the layer's tensors for what the quantized model holds
-// there: a scheme (quantized and dequantized again), bf16 (rounded), f32 or a native
-// tensor kept exactly (0).
 // ||W_q - W|| / ||W||: W_q read back from the quantized layer's packed weights (what a
 // method such as GPTQ chose, or round-to-nearest's), or W rounded to bf16 for a bf16
 // layer; 0 for an f32 layer.

@@ -8,7 +8,7 @@
 //     output_rel_rms      ||L_q(X) - L(X)|| / ||L(X)||  the quantized layer, int8 activations
 //     output_snr_db       -20 log10(output_rel_rms)
 //     outlier_ratio       max channel absmax / median channel absmax of X
-//     activation_rel_rms  ||deq(q8(X)) - X|| / ||X||   per-token int8, as the kernels quantize
+//     activation_rel_rms  ||deq(q8(X)) - X|| / ||X||   per-token int8 (the dynamic path)
 //     sensitivity_kld     mean KLD of the logits over the text with only L quantized (every
 //                         other layer f32), against the f32 model; and its standard error
 //   and the mean KLD of the whole quantized model.

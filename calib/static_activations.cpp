@@ -12,13 +12,16 @@
 namespace qforge {
 namespace {
 
-// max_j |x_j| / s_j over a site's channel maxima, as an int8 scale (a zero site, which
-// no token reached, keeps a tiny positive scale: its inputs quantize to 0).
-float static_scale(std::span<const float> absmax, const std::vector<double>* s) {
+// max_j |x_j| / s_j over a site's channel maxima, as an int8 scale (a site whose
+// calibration inputs were all 0 keeps a tiny positive scale: its inputs then saturate at
+// +-127 of almost nothing, about 0).
+float static_scale(const std::string& layer, std::span<const float> absmax,
+                   const std::vector<double>* s) {
   double m = 0;
   for (std::size_t j = 0; j < absmax.size(); ++j)
     m = std::max(m, double(absmax[j]) / (s != nullptr ? (*s)[j] : 1.0));
-  QF_REQUIRE(std::isfinite(m), "--act static: a calibrated activation maximum is not finite");
+  QF_REQUIRE(std::isfinite(m), "--act static: ", layer,
+             "'s calibrated activation maximum is not finite");
   return m > 0 ? static_cast<float>(m / 127.0) : 1e-30f;
 }
 
@@ -107,7 +110,7 @@ StaticActivationSummary apply_static_activations(ModelFile& model, const Precisi
         if (it != source.input_scales->end()) s = &it->second;
       }
       const std::span<const float> absmax = absmax_of(layer.name);
-      StaticLayer out{layer.name, static_scale(absmax, s), 0, true};
+      StaticLayer out{layer.name, static_scale(layer.name, absmax, s), 0, true};
       if (const std::vector<float>* x = samples_of(layer.name); x != nullptr && !x->empty()) {
         const std::vector<double> energy =
             column_energy(model, layer, static_cast<int>(absmax.size()));
@@ -117,7 +120,10 @@ StaticActivationSummary apply_static_activations(ModelFile& model, const Precisi
         out.error_ratio = dynamic > 0 ? e / dynamic : 1.0;
         out.is_static = source.fallback == 0 || out.error_ratio <= source.fallback;
       }
-      if (out.is_static) model.set_activation_scale(layer.name, out.scale);
+      if (out.is_static)
+        model.set_activation_scale(layer.name, out.scale);
+      else
+        model.clear_activation_scale(layer.name);  // a scale the file held, too
       summary.layers.push_back(out);
     }
   };
@@ -130,7 +136,8 @@ StaticActivationSummary apply_static_activations(ModelFile& model, const Precisi
       if (progress) progress(l + 1, c.n_layers);
     }
   } else {
-    QF_REQUIRE(!source.chunks.empty(), "--act static: no calibration chunks");
+    QF_REQUIRE(!source.chunks.empty(), "--act ", source.fallback > 0 ? "auto" : "static",
+               ": no calibration chunks");
     calibrate_model_blocks(
         model, source.chunks, /*gram=*/false, threads,
         [&](int l, const BlockSites& sites, LlamaWeights&) {

@@ -14,8 +14,9 @@
 //
 // x as the layer sees it: after SmoothQuant's or AWQ's 1/s (a calibration file's f32
 // statistics are divided by the input scales given; chunks are calibrated here on the
-// model as it now is, its folds included). Every block's quantized linear layers get a
-// scale (ModelFile::set_activation_scale); the classifier keeps per-row scales.
+// model as it now is, its folds included). Every block's quantized linear layer gets a
+// scale (ModelFile::set_activation_scale), except those auto keeps dynamic (any scale
+// they held is cleared); the classifier keeps per-row scales.
 #pragma once
 
 #include <functional>

@@ -63,20 +63,26 @@ void add_method_options(CLI::App* cmd, MethodOptions& o) {
                   "context)")
       ->check(CLI::Range(2, 1 << 20));
   cmd->add_option("--act", o.act,
-                  "int8 activations: dynamic (default; each token its own scale), static (W8A8 "
-                  "with one calibrated scale per layer input, no max pass; needs --calib or "
-                  "--calib-text) or auto (static where its rounding error on calibration rows "
-                  "is at most 3x per-token's, else dynamic; --calib-text)");
+                  "int8 activations: dynamic (each token its own scale, also for a file that "
+                  "stores static scales), static (W8A8 with one calibrated scale per layer "
+                  "input, no max pass; needs --calib or --calib-text) or auto (static where "
+                  "its rounding error on calibration rows is at most 3x per-token's, else "
+                  "dynamic; --calib-text). Default: a file's stored scales, else dynamic");
 }
 
 ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision, int threads,
                               bool quiet) {
-  QF_REQUIRE(o.act == "dynamic" || o.act == "static" || o.act == "auto", "--act '", o.act,
-             "': expected dynamic, static or auto");
+  QF_REQUIRE(o.act.empty() || o.act == "dynamic" || o.act == "static" || o.act == "auto", "--act '",
+             o.act, "': expected dynamic, static or auto");
+  // Static scales stored in a file fit its inputs as they are: --act dynamic drops them,
+  // and so does a method that rescales the inputs (SmoothQuant, AWQ).
+  const bool drop_file_scales = o.act == "dynamic" || o.smoothquant || o.awq;
   if (!o.any()) {
     QF_REQUIRE(o.calib.empty() && o.calib_text.empty(),
                o.calib.empty() ? "--calib-text" : "--calib",
                ": no calibrated method asks for it (--smoothquant, --awq, --gptq, --act static)");
+    if (drop_file_scales)
+      return [](ModelFile& model, const Tokenizer&) { model.clear_activation_scales(); };
     return {};
   }
   QF_REQUIRE(!(o.smoothquant && o.awq),
@@ -85,13 +91,16 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
              "--true-sequential: only with --calib-text (a calibration file holds the f32 "
              "model's inputs)");
   QF_REQUIRE(o.calib.empty() != o.calib_text.empty(),
-             o.calib.empty() ? std::string(o.gptq          ? "--gptq"
-                                           : o.awq         ? "--awq"
-                                           : o.smoothquant ? "--smoothquant"
-                                                           : "--act static") +
-                                   " needs --calib FILE (qforge calibrate --gram) or "
-                                   "--calib-text FILE"
-                             : "--calib and --calib-text: give one of them");
+             o.calib.empty()
+                 ? o.gptq || o.awq || o.smoothquant
+                       ? std::string(o.gptq  ? "--gptq"
+                                     : o.awq ? "--awq"
+                                             : "--smoothquant") +
+                             " needs --calib FILE (qforge calibrate --gram) or --calib-text FILE"
+                   : o.act == "auto" ? std::string("--act auto needs --calib-text FILE")
+                                     : std::string("--act static needs --calib FILE (qforge "
+                                                   "calibrate) or --calib-text FILE")
+                 : "--calib and --calib-text: give one of them");
   double sq_alpha = kSmoothQuantAuto;
   if (o.sq_alpha != "auto") {
     std::size_t used = 0;
@@ -111,8 +120,9 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   options.act_order = o.act_order;
   AwqOptions awq;
   awq.clip = o.awq_clip;
-  return [o, precision, threads, quiet, options, awq, sq_alpha](ModelFile& model,
-                                                                const Tokenizer& tokenizer) {
+  return [o, precision, threads, quiet, options, awq, sq_alpha, drop_file_scales](
+             ModelFile& model, const Tokenizer& tokenizer) {
+    if (drop_file_scales) model.clear_activation_scales();
     // (SmoothQuant or AWQ) then GPTQ; each reports on stderr unless quiet.
     std::unique_ptr<CalibrationFile> file;
     std::vector<std::vector<int>> chunks;

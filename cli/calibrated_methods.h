@@ -15,7 +15,9 @@
 //   --act static                 static W8A8: each block layer's int8 activation scale from
 //                                the calibration maxima (after the methods above), no
 //                                per-row max pass; --act auto: static where it rounds
-//                                within 3x of per-token; --act dynamic (the default)
+//                                within 3x of per-token; --act dynamic: per token, also
+//                                for a file that stores static scales (the default: as
+//                                the file says)
 #pragma once
 
 #include <string>
@@ -39,8 +41,8 @@ struct MethodOptions {
   std::string calib;       // a calibration file (qforge calibrate)
   std::string calib_text;  // a text to calibrate on here
   int calib_samples = 16;
-  int calib_ctx = 0;            // 0: min(512, the model's context)
-  std::string act = "dynamic";  // or "static", "auto"
+  int calib_ctx = 0;  // 0: min(512, the model's context)
+  std::string act;    // "" (as the file says), "dynamic" (clears a file's scales), "static", "auto"
 
   bool static_act() const { return act == "static" || act == "auto"; }
   bool any() const { return gptq || awq || smoothquant || static_act(); }

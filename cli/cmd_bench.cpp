@@ -261,6 +261,8 @@ void bench(Options o) {
   const int threads = applied.threads;
   if (o.quants.empty()) o.quants = {""};
   for (const std::string& quant : o.quants) model_precision(o.model, quant);  // validate
+  // The method flags too, once, before any child runs (dense precisions skip them).
+  method_preparer(o.model.methods, parse_precision("int8"), 1, /*quiet=*/true);
   // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);

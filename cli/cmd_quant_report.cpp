@@ -96,7 +96,10 @@ void quant_report(const Options& o) {
                                 /*with_methods=*/false);
   std::unique_ptr<ModelSession> rtn, f32_folded;
   if (methods) {
-    rtn = open_model_session(o.model, precision, threads, 0, o.json, /*with_methods=*/false);
+    // Round-to-nearest with per-token activations, whatever scales the file stores.
+    rtn = open_model_session(
+        o.model, precision, threads, 0, o.json, /*with_methods=*/false,
+        [](ModelFile& file, const Tokenizer&) { file.clear_activation_scales(); });
     if (!folded.empty())
       f32_folded =
           open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,

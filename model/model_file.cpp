@@ -246,6 +246,15 @@ void ModelFile::set_activation_scale(std::string_view layer, float scale) {
   activation_scales_.insert_or_assign(std::string(layer), scale);
 }
 
+void ModelFile::clear_activation_scale(std::string_view layer) {
+  if (const auto it = activation_scales_.find(layer); it != activation_scales_.end())
+    activation_scales_.erase(it);
+}
+
+void ModelFile::clear_activation_scales() {
+  activation_scales_.clear();
+}
+
 float ModelFile::activation_scale(std::string_view layer) const {
   const auto it = activation_scales_.find(layer);
   return it == activation_scales_.end() ? 0.f : it->second;

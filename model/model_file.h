@@ -111,6 +111,8 @@ class ModelFile {
   //                      input (its named_layers() name, "blk.3.attn_qkv"), > 0; a build
   //                      that quantizes the layer uses it instead of per-row scales
   void set_activation_scale(std::string_view layer, float scale);
+  void clear_activation_scale(std::string_view layer);   // back to dynamic
+  void clear_activation_scales();                        // every layer dynamic
   float activation_scale(std::string_view layer) const;  // 0: none (dynamic)
   bool has_activation_scales() const { return !activation_scales_.empty(); }
   const std::map<std::string, float, std::less<>>& activation_scales() const {

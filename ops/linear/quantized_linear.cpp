@@ -210,7 +210,8 @@ void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
 
 void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
                     ThreadPool& pool) {
-  const std::int64_t parts = out.m >= kSplitQuantizeRows ? pool.size() : 1;
+  const std::int64_t parts =
+      out.m >= kSplitQuantizeRows && out.m * out.k >= kSplitQuantizeValues ? pool.size() : 1;
   if (parts == 1) {
     quantize_activation_rows(x, ldx, static_scale, 0, out.m, out);
     return;

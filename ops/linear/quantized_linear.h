@@ -36,9 +36,12 @@ std::int64_t amx_min_rows();
 void set_amx_min_rows(std::int64_t rows);  // rows >= 1
 
 // Quantizes x into `out` (prepared for its M rows): calls of at least kSplitQuantizeRows
-// rows split their rows over the pool's threads (prefill), smaller ones run on the
-// caller. static_scale 0: per-row scales. Bit-identical to one quantize_activations call.
+// rows and kSplitQuantizeValues values split their rows over the pool's threads
+// (prefill), smaller ones run on the caller (waking the pool costs more than they take).
+// static_scale 0: per-row scales. Bit-identical to one quantize_activations call. Not
+// from inside a task of the same pool (ThreadPool::run does not nest).
 inline constexpr std::int64_t kSplitQuantizeRows = 8;
+inline constexpr std::int64_t kSplitQuantizeValues = std::int64_t{1} << 16;
 void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
                     ThreadPool& pool);
 

@@ -456,6 +456,22 @@ TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
   const double static_unsmoothed = json_field(
       perplexity(outliers, "--quant int8 --act static --calib-text " + calib_text), "mean_kld");
   EXPECT_GT(static_unsmoothed, 20 * original) << "static scales alone do not cure outliers";
+  // quantize -o keeps the scales; run applies them unless --act dynamic.
+  const std::string saved = temp_path("static.gguf");
+  const auto wrote =
+      test::run_command(kQforge + " quantize -m " + outliers + " -o " + saved +
+                        " --quant int8-g32 --smoothquant --act static --calib-text " + calib_text);
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.output;
+  EXPECT_NE(wrote.output.find("static activation scales of 20 layers"), std::string::npos)
+      << wrote.output;
+  const auto run_saved = [&](const std::string& flags) {
+    const auto r = test::run_command(kQforge + " run -m " + saved + " -n 4 --temp 0 -t 1 " + flags);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  EXPECT_NE(run_saved("").find("static-act x5"), std::string::npos);
+  EXPECT_EQ(run_saved("--act dynamic").find("static-act"), std::string::npos);
+  std::filesystem::remove(saved);
 
   const auto refused = [&](const std::string& flags, const std::string& words) {
     const auto r = test::run_command(kQforge + " perplexity -m " + outliers + " -f " + eval_text() +

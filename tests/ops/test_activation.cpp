@@ -107,11 +107,13 @@ TEST(Activation, NonFiniteElementIsNamedOnEveryPath) {
 // the vector path matches the definition and the reference bit for bit, every K tail and
 // group layout.
 TEST(Activation, StaticScaleFollowsTheDefinition) {
+  int distinguishing = 0;  // elements where dividing would have given another integer
   for (std::int64_t k : {1, 7, 8, 9, 37, 100, 4096}) {
     const std::int64_t m = 4, kp = (k + 63) / 64 * 64;
-    auto x = test::random_floats(m * k, 5 * k, 3.f);
-    const float a = 1.f / 64.f;  // |x| up to 3 -> up to 192: the larger ones clamp
-    for (std::int64_t i = 0; i < k; i += 5) x[i] = static_cast<float>(i % 100) / 64.f + 0.5f / 64.f;
+    auto x = test::random_floats(m * k, 5 * k, 2.f);
+    const float a = 0.0123f;  // |x| up to 2 -> up to 163: the larger ones clamp
+    // Near-ties, where x * (1 / a) and x / a round apart.
+    for (std::int64_t i = 0; i < k; i += 5) x[i] = (static_cast<float>(i % 100) + 0.5f) * a;
     for (std::int64_t group : {kp, std::int64_t{32}, std::int64_t{4}}) {
       QuantizedActivations fast, ref;
       prepare_activations(fast, m, k, kp, group);
@@ -129,6 +131,8 @@ TEST(Activation, StaticScaleFollowsTheDefinition) {
           sums[std::size_t(i / group)] += expected;
         }
         EXPECT_EQ(std::memcmp(fast.row(r), ref.row(r), kp), 0);
+        for (std::int64_t i = 0; i < k; ++i)
+          distinguishing += std::round(x[r * k + i] * (1.f / a)) != std::round(x[r * k + i] / a);
         for (std::int64_t j = 0; j < kp / group; ++j) {
           EXPECT_EQ(fast.sums(r)[j], sums[std::size_t(j)]) << "K " << k << " g " << group;
           EXPECT_EQ(ref.sums(r)[j], sums[std::size_t(j)]);
@@ -136,6 +140,7 @@ TEST(Activation, StaticScaleFollowsTheDefinition) {
       }
     }
   }
+  EXPECT_GT(distinguishing, 0) << "the test data cannot tell the reciprocal from division";
 }
 
 TEST(Activation, StaticScaleRefusesBadScalesAndNonFiniteInput) {
