@@ -124,7 +124,11 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
     _mm_storel_epi64(reinterpret_cast<__m128i*>(xq + i), _mm_packs_epi16(w, w));
   }
   for (; i < k; ++i) {
-    if (finite != nullptr && !std::isfinite(x[i])) *finite = false;
+    if (finite != nullptr && !std::isfinite(x[i])) {  // the caller throws; no float->int of NaN
+      *finite = false;
+      xq[i] = 0;
+      continue;
+    }
     const float r =
         std::clamp(round_half_away(kReciprocal ? x[i] * inverse : x[i] / a), -127.f, 127.f);
     xq[i] = static_cast<std::int8_t>(r);
