@@ -25,22 +25,31 @@ float static_scale(const std::string& layer, std::span<const float> absmax,
   return m > 0 ? static_cast<float>(m / 127.0) : 1e-30f;
 }
 
-// The rounding error of sampled rows x (m x k) with each row quantized by its own max
-// (the dynamic path), weighted per channel as searched_scale weighs it.
+// One row's int8 rounding error with scale a, weighted per channel by `energy`; the
+// quantizer as the kernels' path computes it (static: times the reciprocal, dynamic:
+// divided, ops/quant/activation.h).
+double row_error(const float* x, std::size_t k, float a, bool reciprocal,
+                 const std::vector<double>& energy) {
+  const float inverse = 1.f / a;
+  double e = 0;
+  for (std::size_t j = 0; j < k; ++j) {
+    const float q =
+        std::clamp(std::round(reciprocal ? x[j] * inverse : x[j] / a), -127.f, 127.f) * a;
+    e += energy[j] * double(q - x[j]) * double(q - x[j]);
+  }
+  return e;
+}
+
+// The same error over sampled rows x (m x k) with each row quantized by its own max (the
+// dynamic path).
 double dynamic_error(const std::vector<float>& x, std::size_t k,
                      const std::vector<double>& column_energy) {
-  const std::size_t m = k == 0 ? 0 : x.size() / k;
   double e = 0;
-  for (std::size_t t = 0; t < m; ++t) {
+  for (std::size_t t = 0; k > 0 && t < x.size() / k; ++t) {
+    const float* row = x.data() + t * k;
     float max_abs = 0;
-    for (std::size_t j = 0; j < k; ++j) max_abs = std::max(max_abs, std::fabs(x[t * k + j]));
-    const float a = max_abs / 127.f;
-    if (a == 0.f) continue;
-    for (std::size_t j = 0; j < k; ++j) {
-      const float v = x[t * k + j];
-      const float q = std::clamp(std::round(v / a), -127.f, 127.f) * a;
-      e += column_energy[j] * double(q - v) * double(q - v);
-    }
+    for (std::size_t j = 0; j < k; ++j) max_abs = std::max(max_abs, std::fabs(row[j]));
+    if (max_abs > 0) e += row_error(row, k, max_abs / 127.f, false, column_energy);
   }
   return e;
 }
@@ -52,18 +61,13 @@ double dynamic_error(const std::vector<float>& x, std::size_t k,
 // the rare large values for resolution on the common small ones.
 float searched_scale(float max_scale, const std::vector<float>& x, std::size_t k,
                      const std::vector<double>& column_energy, double* error) {
-  const std::size_t m = k == 0 ? 0 : x.size() / k;
   float best_scale = max_scale;
   double best = -1;
   for (const double clip : kStaticClipGrid) {
     const float a = static_cast<float>(max_scale * clip);
     double e = 0;
-    for (std::size_t t = 0; t < m; ++t)
-      for (std::size_t j = 0; j < k; ++j) {
-        const float v = x[t * k + j];
-        const float q = std::clamp(std::round(v / a), -127.f, 127.f) * a;
-        e += column_energy[j] * double(q - v) * double(q - v);
-      }
+    for (std::size_t t = 0; k > 0 && t < x.size() / k; ++t)
+      e += row_error(x.data() + t * k, k, a, true, column_energy);
     if (best < 0 || e < best) {
       best = e;
       best_scale = a;

@@ -188,10 +188,7 @@ void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out,
 }  // namespace
 
 void quantize_activations(const float* x, std::int64_t ldx, QuantizedActivations& out) {
-  if (cpu_info().isa.avx2)
-    quantize_rows<true>(x, ldx, out);
-  else
-    quantize_rows<false>(x, ldx, out);
+  quantize_activation_rows(x, ldx, 0.f, 0, out.m, out);
 }
 
 void quantize_activations_reference(const float* x, std::int64_t ldx, QuantizedActivations& out) {
@@ -210,10 +207,7 @@ void check_static_scale(float scale) {
 void quantize_activations_static(const float* x, std::int64_t ldx, float scale,
                                  QuantizedActivations& out) {
   check_static_scale(scale);
-  if (cpu_info().isa.avx2)
-    quantize_rows<true>(x, ldx, out, scale);
-  else
-    quantize_rows<false>(x, ldx, out, scale);
+  quantize_activation_rows(x, ldx, scale, 0, out.m, out);
 }
 
 void quantize_activations_static_reference(const float* x, std::int64_t ldx, float scale,
