@@ -87,6 +87,14 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   }
   QF_REQUIRE(!(o.smoothquant && o.awq),
              "--smoothquant and --awq: both rescale the linear inputs; give one of them");
+  const bool weight_only = precision.quantized && !precision.native && precision.scheme.weight_only;
+  QF_REQUIRE(!(weight_only && o.smoothquant), "--smoothquant with --quant ",
+             to_string(precision.scheme),
+             ": SmoothQuant moves activation outliers into the weights for int8 activations; a "
+             "weight-only scheme keeps its activations in f32 (use --awq or --gptq)");
+  QF_REQUIRE(!(weight_only && o.static_act()), "--act ", o.act, " with --quant ",
+             to_string(precision.scheme),
+             ": a weight-only scheme has no activation scales (its activations stay f32)");
   QF_REQUIRE(!o.true_sequential || !o.calib_text.empty(),
              "--true-sequential: only with --calib-text (a calibration file holds the f32 "
              "model's inputs)");

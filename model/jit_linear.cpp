@@ -17,8 +17,8 @@ Epilogue epilogue_of(LinearFusion fusion) {
 
 }  // namespace
 
-JitLinear::JitLinear(PackedWeights weights, LinearFusion fusion)
-    : linear_(std::move(weights), epilogue_of(fusion)), fusion_(fusion) {}
+JitLinear::JitLinear(PackedWeights weights, LinearFusion fusion, ActivationKind activation)
+    : linear_(std::move(weights), epilogue_of(fusion), best_isa(), activation), fusion_(fusion) {}
 
 void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
                         std::int64_t ldc, ThreadPool& pool) {
@@ -27,12 +27,17 @@ void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float*
     args.residual = out;
     args.ld_residual = ldc;
   }
-  linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool, static_scale_);
+  if (linear_.weight_only())
+    linear_.forward_weight_only(x, m, ldx, float_scratch_, args, out, ldc, pool);
+  else
+    linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool, static_scale_);
 }
 
 void JitLinear::set_static_activation_scale(float scale) {
   QF_REQUIRE(scale == 0.f || (std::isfinite(scale) && scale > 0.f), "static activation scale ",
              scale, ": expected a positive finite number (or 0: dynamic)");
+  QF_REQUIRE(scale == 0.f || !linear_.weight_only(),
+             "static activation scale: a weight-only layer keeps its activations in f32");
   static_scale_ = scale;
 }
 

@@ -1,7 +1,7 @@
 // An int8/int4 linear layer on the JIT kernels: QuantizedLinear with its fusion as the
 // kernel epilogue (SwiGLU of interleaved gate/up panels, or + residual), plus the scratch
 // that holds the quantized activations between calls (per-row scales, or one static
-// scale from calibration).
+// scale from calibration), or, for a weight-only layer, the f32 rows the FMA kernels read.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +15,8 @@ namespace qforge {
 class JitLinear final : public LinearLayer {
  public:
   // `weights` is packed with pack_swiglu_pair for swiglu, pack_weights otherwise.
-  JitLinear(PackedWeights weights, LinearFusion fusion);
+  JitLinear(PackedWeights weights, LinearFusion fusion,
+            ActivationKind activation = ActivationKind::s8);
 
   // residual: the kernel loads out[m][n], adds, and stores the same element, so the
   // residual stream is read and written in place.
@@ -30,7 +31,8 @@ class JitLinear final : public LinearLayer {
   const QuantizedLinear& quantized() const { return linear_; }
 
   // Static W8A8: every input row quantized with this one scale (from calibration, > 0),
-  // no per-row max pass; 0 (the default) is dynamic, each row its own scale.
+  // no per-row max pass; 0 (the default) is dynamic, each row its own scale. A
+  // weight-only layer refuses a scale (its activations are not quantized).
   void set_static_activation_scale(float scale);
   float static_activation_scale() const { return static_scale_; }
 
@@ -39,6 +41,7 @@ class JitLinear final : public LinearLayer {
   LinearFusion fusion_;
   float static_scale_ = 0.f;
   QuantizedActivations scratch_;
+  FloatActivations float_scratch_;  // weight-only
 };
 
 }  // namespace qforge

@@ -125,6 +125,12 @@ TensorChoice dense_choice(const Precision& p) {
   return {p.dense == DenseType::bf16 ? TensorChoice::Kind::bf16 : TensorChoice::Kind::f32, {}};
 }
 
+QuantScheme classifier_scheme(const Precision& p) {
+  QuantScheme scheme = kPerChannelInt8;
+  scheme.weight_only = !p.native && p.scheme.weight_only;
+  return scheme;
+}
+
 TensorChoice default_choice(const Precision& p, Role role) {
   if (!p.quantized)  // the embedding table of a dense model is f32 (a lookup, no matmul)
     return role == Role::embedding ? TensorChoice{TensorChoice::Kind::f32, {}} : dense_choice(p);
@@ -135,9 +141,10 @@ TensorChoice default_choice(const Precision& p, Role role) {
     case Role::classifier:
       if (p.lm_head_dense) return dense_choice(p);
       // A native run keeps the file's classifier too, unless --lm-head int8 asks otherwise.
+      // A weight-only run keeps the classifier weight-only too (woq-int8).
       return p.native && !p.lm_head_int8
                  ? native
-                 : TensorChoice{TensorChoice::Kind::quantized, kPerChannelInt8};
+                 : TensorChoice{TensorChoice::Kind::quantized, classifier_scheme(p)};
     case Role::linear:
       break;
   }
@@ -204,12 +211,13 @@ class PolicyPlanner {
   // What "native" means for a tensor without a native form.
   TensorChoice fallback(Role role) const {
     return {TensorChoice::Kind::quantized,
-            role == Role::linear ? precision_.scheme : kPerChannelInt8};
+            role == Role::linear ? precision_.scheme : classifier_scheme(precision_)};
   }
 
   void check_embedding(const TensorChoice& c) const {
-    const bool ok = c.kind == TensorChoice::Kind::f32 || c.kind == TensorChoice::Kind::native ||
-                    (c.kind == TensorChoice::Kind::quantized && c.scheme == kPerChannelInt8);
+    const bool ok =
+        c.kind == TensorChoice::Kind::f32 || c.kind == TensorChoice::Kind::native ||
+        (c.kind == TensorChoice::Kind::quantized && stored_form(c.scheme) == kPerChannelInt8);
     QF_REQUIRE(ok, model_.path(), ": token_embd cannot be ", to_string(c),
                "; the embedding table is f32, int8 (one scale per row) or native");
   }
@@ -241,6 +249,10 @@ std::optional<QuantizedTensor> stacked_prequantized(const ModelFile& model, cons
     out.offsets.insert(out.offsets.end(), p.offsets.begin(), p.offsets.end());
   }
   return out;
+}
+
+ActivationKind activation_of(const QuantScheme& scheme) {
+  return scheme.weight_only ? ActivationKind::f32 : ActivationKind::s8;
 }
 
 class LayerBuilder {
@@ -280,15 +292,18 @@ class LayerBuilder {
     const QuantScheme& scheme = choice.scheme;
     if (!is_dense(choice))
       if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
-        return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion);
+        return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion,
+                                           activation_of(scheme));
     if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
-          pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion);
+          pack_weights_by_rows(n, k, scheme, stacked_rows(tensors), threads_), fusion,
+          activation_of(scheme));
     const std::vector<float>& w = stacked_f32(tensors, threads_, scratch_);
     if (is_dense(choice))
       return std::make_unique<DenseLinear>(w.data(), n, k, fusion,
                                            choice.kind == TensorChoice::Kind::bf16);
-    return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion);
+    return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion,
+                                       activation_of(scheme));
   }
 
   std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up,
@@ -307,20 +322,21 @@ class LayerBuilder {
       const auto u = stacked_prequantized(model_, {&up}, scheme);
       if (g && u)
         return std::make_unique<JitLinear>(pack_quantized_pair(*g, *u, threads_),
-                                           LinearFusion::swiglu);
+                                           LinearFusion::swiglu, activation_of(scheme));
     }
     if (!is_dense(choice) && scheme.granularity != Granularity::per_tensor)
       return std::make_unique<JitLinear>(
           pack_swiglu_pair_by_rows(hidden, k, scheme, stacked_rows({&gate}), stacked_rows({&up}),
                                    threads_),
-          LinearFusion::swiglu);
+          LinearFusion::swiglu, activation_of(scheme));
     const std::vector<float>& gate_up = stacked_f32({&gate, &up}, threads_, scratch_);
     if (is_dense(choice))
       return std::make_unique<DenseLinear>(gate_up.data(), hidden, k, LinearFusion::swiglu,
                                            choice.kind == TensorChoice::Kind::bf16);
     const float* g = gate_up.data();
     return std::make_unique<JitLinear>(
-        pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu);
+        pack_swiglu_pair(g, g + hidden * k, hidden, k, scheme, threads_), LinearFusion::swiglu,
+        activation_of(scheme));
   }
 
   const ModelFile& model_;
@@ -346,7 +362,8 @@ std::string with_activation_scale(const ModelFile& model, const std::string& nam
                                   LinearLayer& layer, std::string description) {
   const float scale = model.activation_scale(name);
   auto* jit = dynamic_cast<JitLinear*>(&layer);
-  if (scale == 0.f || jit == nullptr) return description;
+  // A weight-only layer keeps its inputs in f32: a file's scales do not apply to it.
+  if (scale == 0.f || jit == nullptr || jit->quantized().weight_only()) return description;
   jit->set_static_activation_scale(scale);
   return description + " static-act";
 }

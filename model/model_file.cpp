@@ -268,8 +268,10 @@ std::string ModelFile::prequantized_method(std::string_view name) const {
 const QuantizedTensor* ModelFile::prequantized(std::string_view name,
                                                const QuantScheme& scheme) const {
   const auto it = prequantized_.find(name);
-  return it == prequantized_.end() || !(it->second.tensor.scheme == scheme) ? nullptr
-                                                                            : &it->second.tensor;
+  return it == prequantized_.end() ||
+                 !(stored_form(it->second.tensor.scheme) == stored_form(scheme))
+             ? nullptr
+             : &it->second.tensor;
 }
 
 void write_with_replacements(const ModelFile& model, const std::string& path) {

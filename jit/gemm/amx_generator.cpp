@@ -54,6 +54,9 @@ bool fits_int32(std::int64_t value) {
 AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeBytes, GeometryOnly{}) {
   QF_REQUIRE(key.isa == Isa::amx, "amx generator: ISA ", isa_name(key.isa),
              " is not served by this generator");
+  QF_REQUIRE(!key.weight_only(),
+             "amx generator: weight-only (f32 activation) kernels are "
+             "served by the vector generator");
   step_k_ = amx_step_k(key.group);
   QF_REQUIRE(step_k_ != 0, "amx generator: unsupported group size ", key.group,
              " (tiles take K in steps of ", kAmxTileK, " or ", kAmxHalfTileK,

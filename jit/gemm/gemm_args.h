@@ -4,6 +4,8 @@
 //   a unit = 16 output columns = one packed panel (two for an interleaved SwiGLU pair)
 //   A row r  : a + r * a_stride            (the s8 bytes xq: ops/quant/activation.h;
 //                                           a_stride is fixed by K and g)
+//              a_f32 + r * a_stride bytes  (weight-only kernels: the f32 rows,
+//                                           ops/quant/float_activations.h)
 //   C row r  : c + r * c_stride            (elements of the output type)
 // Pointers a, a_scale, a_sums, c and residual address row 0; b, c, bias and residual
 // address column 0 of the whole matrix (the kernel adds the unit offset itself).
@@ -18,6 +20,8 @@ struct GemmCallArgs {
   const std::int8_t* a = nullptr;        // quantized activations (s8 xq)
   const float* a_scale = nullptr;        // per row
   const std::int32_t* a_sums = nullptr;  // per row x group: sum of xq
+  const float* a_f32 = nullptr;          // weight-only kernels: f32 rows (padded to Kp)
+  const float* a_f32_sums = nullptr;     // weight-only kernels: per row x group: sum of x
   const std::uint8_t* b = nullptr;       // packed weights, panel 0
   void* c = nullptr;                     // output, row 0 column 0
   const float* bias = nullptr;           // N

@@ -14,10 +14,16 @@ using namespace Xbyak::util;
 // multiplied v itself);                      fsum = fma(float(C), scale, fsum)
 // asymmetric:                                fsum = fma(float(xsum), offset, fsum)
 void GemmGenerator::emit_group_correction(int rows, int units) {
-  emit_group_correction_rows(rows, units);
-  // The correction's temporaries may include the nibble mask's register: the next
-  // group's K rows need it back.
-  if (key_.bits == 4 && groups_ > 1) vmovups(nibble_mask(), constant(kConstNibbleMask));
+  if (woq_)
+    emit_woq_group_correction(rows, units);
+  else
+    emit_group_correction_rows(rows, units);
+  // The correction's temporaries may include the nibble (or field) mask's register: the
+  // next group's K rows need it back.
+  if (woq_ && groups_ > 1)
+    vmovups(woq_field_mask(), constant(kConstFieldMask));
+  else if (key_.bits == 4 && groups_ > 1)
+    vmovups(nibble_mask(), constant(kConstNibbleMask));
   add(bk_, static_cast<int>(trailer_bytes_));
   add(sums_, 4);
   if (key_.epilogue.output == OutputKind::group_sums) add(out_, static_cast<int>(n_padded_ * 4));
@@ -102,12 +108,14 @@ void GemmGenerator::emit_epilogue_from_registers(int rows, int units) {
   auto y = [&](int r, int t) {
     return groups_ > 1 && !plan_.float_sums_in_memory ? fsum(r, t) : acc(r, t);
   };
-  // y *= a[row + r]
-  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, a_scale)]);
-  lea(tmp_, ptr[tmp_ + row_ * 4]);
-  for (int r = 0; r < rows; ++r) {
-    vbroadcastss(epilogue_temp(0), dword[tmp_ + r * 4]);
-    for (int t = 0; t < t_count; ++t) vmulps(y(r, t), y(r, t), epilogue_temp(0));
+  // y *= a[row + r] (weight-only rows have no scale)
+  if (!woq_) {
+    mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, a_scale)]);
+    lea(tmp_, ptr[tmp_ + row_ * 4]);
+    for (int r = 0; r < rows; ++r) {
+      vbroadcastss(epilogue_temp(0), dword[tmp_ + r * 4]);
+      for (int t = 0; t < t_count; ++t) vmulps(y(r, t), y(r, t), epilogue_temp(0));
+    }
   }
   // Pointers: out_ = c + (row * c_stride + unit * 16) elements; kloop_ = row step bytes.
   mov(kloop_, ptr[args_ + offsetof(GemmCallArgs, c_stride)]);

@@ -43,6 +43,9 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8 ? 4 : 8) == 0,
              "gemm generator: inconsistent K/group in ", kernel_name(key));
   QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
+  woq_ = key.weight_only();
+  QF_REQUIRE(!(woq_ && key.epilogue.output == OutputKind::group_sums),
+             "gemm generator: a weight-only kernel has no integer group sums");
   plan_ = plan_registers(key, key.blocking);
   zmm_ = isa_.vector_bytes == 64;
   vector_bytes_ = isa_.vector_bytes;
@@ -55,7 +58,8 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
   trailer_bytes_ = key.asymmetric ? 64 : 32;  // f16 scales (+ f16 offsets): packed_layout.h
   panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
-  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded, kCacheLine));
+  // Bytes between activation rows: s8 xq (activation.h) or f32 (float_activations.h).
+  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * (woq_ ? 4 : 1), kCacheLine));
   n_padded_ = key.units() * 16 * panels_per_unit_;
   max_per_row_ = per_row(key.blocking.nr);
 }
@@ -206,14 +210,18 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
            std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
   // Constant registers (the epilogue of the previous tile may have used them as temps).
-  if (key_.bits == 4) vmovups(nibble_mask(), constant(kConstNibbleMask));
+  if (woq_)
+    vmovups(woq_field_mask(), constant(kConstFieldMask));
+  else if (key_.bits == 4)
+    vmovups(nibble_mask(), constant(kConstNibbleMask));
   // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   imul(ak_, row_, static_cast<int>(a_stride_));
-  add(ak_, ptr[args_ + offsetof(GemmCallArgs, a)]);
+  add(ak_, ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32) : offsetof(GemmCallArgs, a))]);
   imul(sums_, row_, static_cast<int>(groups_ * 4));
-  add(sums_, ptr[args_ + offsetof(GemmCallArgs, a_sums)]);
+  add(sums_,
+      ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32_sums) : offsetof(GemmCallArgs, a_sums))]);
   if (key_.epilogue.output == OutputKind::group_sums) {
     // out = c + (row * groups * Np + unit * 16 * panels_per_unit) * 4
     imul(out_, row_, static_cast<int>(groups_ * n_padded_ * 4));
@@ -272,9 +280,13 @@ void GemmGenerator::emit_group_k(int rows, int units) {
 }
 
 void GemmGenerator::emit_k_rows(int rows, int units, int count) {
-  for (int i = 0; i < count; ++i)
-    emit_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
-  add(ak_, static_cast<int>(count * k_per_row_));
+  for (int i = 0; i < count; ++i) {
+    if (woq_)
+      emit_woq_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
+    else
+      emit_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
+  }
+  add(ak_, static_cast<int>(count * k_per_row_ * (woq_ ? 4 : 1)));
   add(bk_, count * kPanelRowBytes);
 }
 

@@ -19,6 +19,12 @@
 // The AVX2 forms are exact: |v| <= 128 and |sign(xq, v)| <= 127 (int8), nibble <= 15
 // (int4), so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
 //
+// Weight-only keys (activation f32, gemm_woq_emit.cpp) keep the loops and the epilogue
+// and change the operand: per packed row and k, each column's operand field is shifted
+// out of its dword, masked, converted to float and multiplied by the broadcast x[k]:
+//                  acc += float(operand) * x           C = acc - bias * xsum (float)
+// and the epilogue has no row scale to apply.
+//
 // AmxGenerator (amx_generator.h) derives from this class: its tiles replace the loops and
 // the dot products, and it calls the group correction and epilogue below unchanged.
 #pragma once
@@ -59,6 +65,13 @@ class GemmGenerator : public JitGenerator {
   void emit_k_rows(int rows, int units, int count);
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
+  // Weight-only (gemm_woq_emit.cpp).
+  void emit_woq_packed_row(int rows, int units, int disp_k, int disp_b);
+  void emit_woq_field(const Xmm& out, const Xbyak::Address& at, int field);
+  void emit_woq_group_correction(int rows, int units);
+  // The operand bias of the packed layout (ops/quant/packed_layout.h): 128 for int8,
+  // 8 for symmetric int4, 0 for asymmetric int4.
+  int woq_operand_bias() const { return key_.bits == 8 ? 128 : (key_.asymmetric ? 0 : 8); }
   // Group end and epilogue (gemm_epilogue_emit.cpp).
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
@@ -84,6 +97,9 @@ class GemmGenerator : public JitGenerator {
   Xmm broadcast() const;
   Xmm nibble_mask() const;
   Xmm dot_temp() const;
+  Xmm woq_field() const { return vec(0); }  // weight-only roles (register_budget.h)
+  Xmm woq_field_mask() const { return vec(1); }
+  Xmm woq_broadcast(int row) const { return vec(2 + row); }
   Xmm epilogue_temp(int i) const;  // free after the K loop
   Xbyak::Address constant(int offset) const;
   Xbyak::Address vector_at(const Reg64& base, std::int64_t offset) const;
@@ -98,6 +114,7 @@ class GemmGenerator : public JitGenerator {
   VectorIsa isa_;
   RegisterPlan plan_;
   bool zmm_;
+  bool woq_;  // f32 activations
   int panels_per_unit_, vectors_per_panel_, vector_bytes_;
   int slice_vectors_;    // vectors of each panel per pass (register_budget.h)
   int slice_first_ = 0;  // first vector of the pass being emitted
@@ -140,8 +157,10 @@ enum GemmConstant : int {
   kConstExponentBias,
   kConstZero,
   kConst255,
-  kConstByteSign,   // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
-  kConstLaneMasks,  // ymm only: 8 x -1 then 8 x 0 (two vectors)
+  kConstByteSign,     // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
+  kConstFieldMask,    // weight-only: 0xff (int8) or 0xf (int4) in every dword
+  kConstOperandBias,  // weight-only: the operand bias as a float (128, 8 or 0)
+  kConstLaneMasks,    // ymm only: 8 x -1 then 8 x 0 (two vectors)
 };
 
 }  // namespace qforge

@@ -23,11 +23,15 @@ const char* bucket_name(MBucket bucket) {
   return "m?";
 }
 
+const char* activation_name(ActivationKind kind) {
+  return kind == ActivationKind::f32 ? "f32" : "s8";
+}
+
 std::string kernel_name(const GemmKey& key) {
   std::string isa(isa_name(key.isa));
   std::erase(isa, '-');
-  std::string name = "gemm_u8s8_" + isa + "_n" + std::to_string(key.n) + "_k" +
-                     std::to_string(key.k) + "_g" +
+  std::string name = std::string("gemm_u8") + activation_name(key.activation) + "_" + isa + "_n" +
+                     std::to_string(key.n) + "_k" + std::to_string(key.k) + "_g" +
                      (key.group == key.k_padded ? std::string("pc") : std::to_string(key.group)) +
                      "_w" + std::to_string(key.bits) + (key.asymmetric ? "a" : "s") + "_" +
                      bucket_name(key.bucket) + "_" + std::to_string(key.blocking.mr) + "x" +

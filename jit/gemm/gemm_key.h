@@ -3,6 +3,7 @@
 //
 //   gemm_u8s8_avx512vnni_n2048_k5632_g128_w4s_m1_1x8u4_deq-f32
 //        isa ----^  N ----^  K ----^  g ^  ^bits+sym ^bucket ^MRxNR, K unroll ^epilogue
+//   gemm_u8f32_...: a weight-only kernel (f32 activations)
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,11 @@ struct Blocking {
   bool operator==(const Blocking& o) const { return fields() == o.fields(); }
 };
 
+// The kernel's A operand: per-token s8 rows (W8A8 / W4A8: integer dot products), or the
+// f32 rows themselves (weight-only: the packed weights dequantized in registers, FMA).
+enum class ActivationKind : std::uint8_t { s8 = 0, f32 };
+const char* activation_name(ActivationKind kind);  // "s8" | "f32"
+
 inline constexpr int kGemmGeneratorVersion = 3;  // 3: layout v3 (f16 trailers, u8 weights)
 
 struct GemmKey {
@@ -45,20 +51,22 @@ struct GemmKey {
   std::int64_t group = 0;     // effective g (= Kp for per-channel / per-tensor)
   int bits = 8;
   bool asymmetric = false;
+  ActivationKind activation = ActivationKind::s8;
   Epilogue epilogue;  // epilogue.swiglu => interleaved gate/up weights
   MBucket bucket = MBucket::one;
   Blocking blocking;
   int version = kGemmGeneratorVersion;
 
   auto fields() const {
-    return std::tie(isa, n, k, k_padded, group, bits, asymmetric, epilogue, bucket, blocking,
-                    version);
+    return std::tie(isa, n, k, k_padded, group, bits, asymmetric, activation, epilogue, bucket,
+                    blocking, version);
   }
   bool operator==(const GemmKey& o) const { return fields() == o.fields(); }
 
   std::int64_t groups() const { return k_padded / group; }
   int panels_per_unit() const { return epilogue.swiglu ? 2 : 1; }
   std::int64_t units() const { return (n + 15) / 16; }
+  bool weight_only() const { return activation == ActivationKind::f32; }
 };
 
 std::string kernel_name(const GemmKey& key);

@@ -29,8 +29,13 @@ RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
   const int per_row = b.nr * key.panels_per_unit() * slice_vectors(key);
   RegisterPlan plan;
   plan.accumulators = b.mr * per_row;
-  plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;
-  plan.fixed = 1 + (key.bits == 4 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
+  if (key.weight_only()) {
+    plan.weights = 1;       // the field being converted (read from memory per k)
+    plan.fixed = 1 + b.mr;  // field mask, one x broadcast per row
+  } else {
+    plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;
+    plan.fixed = 1 + (key.bits == 4 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
+  }
   if (key.groups() > 1) {
     const int in_registers = plan.accumulators + plan.accumulators + plan.weights + plan.fixed;
     if (in_registers <= v.registers && v.registers - 2 * plan.accumulators >= kEpilogueTemps)
@@ -64,7 +69,9 @@ Blocking default_blocking(const GemmKey& key) {
       const double dots = double(mr) * nr;
       const double loads = nr + mr;
       const bool memory_sums = plan_registers(key, b).float_sums_in_memory;
-      double score = key.bucket == MBucket::large ? dots / loads * 100 + dots : mr * 100 + nr;
+      // Weight-only tiles convert each weight once for all their rows: rows first.
+      double score = key.bucket == MBucket::large && !key.weight_only() ? dots / loads * 100 + dots
+                                                                        : mr * 100 + nr;
       if (memory_sums) score *= 0.9;
       if (score > best_score) best_score = score, best = b;
     }

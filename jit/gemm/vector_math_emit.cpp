@@ -97,6 +97,8 @@ void GemmGenerator::emit_constants() {
   splat(0u);                                        // kConstZero
   splat(bits_of(255.0f));                           // kConst255
   splat(0x80808080u);                               // kConstByteSign
+  splat(key_.bits == 8 ? 0xffu : 0xfu);             // kConstFieldMask
+  splat(bits_of(float(woq_operand_bias())));        // kConstOperandBias
   for (int i = 0; i < lanes; ++i) dd(0xffffffffu);  // kConstLaneMasks: -1 x lanes,
   for (int i = 0; i < lanes; ++i) dd(0u);           //                  0 x lanes
 }

@@ -10,7 +10,8 @@ using AmxLoopFn = std::int64_t (*)(std::int64_t iterations);
 struct AmxPeakKernel::Code : JitGenerator {
   AmxLoopFn fn = nullptr;
 
-  Code() : JitGenerator(8192) {
+  explicit Code(AmxPeakKind kind) : JitGenerator(8192) {
+    const bool bf16 = kind == AmxPeakKind::bf16;
     using namespace Xbyak;
     Label config, a_data, b_data, loop, done;
     constexpr int kTileBytes = kAmxTileRows * kAmxTileBytes;  // one full tile, 1 KiB
@@ -31,7 +32,10 @@ struct AmxPeakKernel::Code : JitGenerator {
     L(loop);
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b)
-        tdpbsud(Tmm(amx_c_tile(a, b)), Tmm(amx_a_tile(a)), Tmm(amx_b_tile(b)));
+        if (bf16)
+          tdpbf16ps(Tmm(amx_c_tile(a, b)), Tmm(amx_a_tile(a)), Tmm(amx_b_tile(b)));
+        else
+          tdpbsud(Tmm(amx_c_tile(a, b)), Tmm(amx_a_tile(a)), Tmm(amx_b_tile(b)));
     dec(rdi);
     jnz(loop, T_NEAR);
     L(done);
@@ -41,7 +45,10 @@ struct AmxPeakKernel::Code : JitGenerator {
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
         tilestored(ptr[rsp + rcx * 1], Tmm(amx_c_tile(a, b)));
-        movsxd(rdx, dword[rsp]);
+        if (bf16)
+          vcvttss2si(rdx, dword[rsp]);  // f32 lane
+        else
+          movsxd(rdx, dword[rsp]);
         add(r8, rdx);
       }
     add(rsp, kTileBytes);
@@ -54,14 +61,16 @@ struct AmxPeakKernel::Code : JitGenerator {
     for (std::uint8_t byte : amx_tile_config(kAmxBlockRows)) db(byte);
     align(64);
     L(a_data);
-    for (int i = 0; i < kTileBytes; ++i) db(5);  // s8 activations
+    for (int i = 0; i < kTileBytes / 2; ++i)  // s8 activations 5, or bf16 1.0
+      dw(bf16 ? 0x3f80 : 0x0505);
     L(b_data);
-    for (int i = 0; i < kTileBytes; ++i) db(3);  // u8 weights
+    for (int i = 0; i < kTileBytes / 2; ++i)  // u8 weights 3, or bf16 1.0
+      dw(bf16 ? 0x3f80 : 0x0303);
     fn = reinterpret_cast<AmxLoopFn>(const_cast<std::uint8_t*>(finalize()));
   }
 };
 
-AmxPeakKernel::AmxPeakKernel() : code_(std::make_unique<Code>()) {}
+AmxPeakKernel::AmxPeakKernel(AmxPeakKind kind) : code_(std::make_unique<Code>(kind)) {}
 
 AmxPeakKernel::~AmxPeakKernel() = default;
 

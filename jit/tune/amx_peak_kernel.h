@@ -9,8 +9,10 @@
 //   return the sum of lane 0 of the four C tiles; tilerelease
 //
 // Each step adds 64 x 5 x 3 = 960 to every int32 lane of every C tile (tests check it to
-// show the loop ran). Running it needs AMX and the process's XTILEDATA permission (or the
-// instruction emulator).
+// show the loop ran). The bf16 kind runs tdpbf16ps instead (the tile products of bf16
+// pairs, 16 x 16 x 32 multiply-adds each) on A = B = bf16 1.0: each step adds 32 to
+// every f32 lane (exact below 2^24). Running it needs AMX and the process's XTILEDATA permission
+// (or the instruction emulator).
 #pragma once
 
 #include <cstdint>
@@ -18,17 +20,23 @@
 
 namespace qforge {
 
+enum class AmxPeakKind { int8, bf16 };
+
 class AmxPeakKernel {
  public:
-  AmxPeakKernel();
+  explicit AmxPeakKernel(AmxPeakKind kind = AmxPeakKind::int8);
   ~AmxPeakKernel();
   AmxPeakKernel(const AmxPeakKernel&) = delete;
   AmxPeakKernel& operator=(const AmxPeakKernel&) = delete;
 
-  // Runs the loop; returns 4 x 960 x iterations (modulo 2^32 per tile lane).
+  // Runs the loop; returns 4 x 960 x iterations (modulo 2^32 per tile lane), bf16:
+  // 4 x 32 x iterations.
   std::int64_t run(std::int64_t iterations) const;
   static constexpr int kTileProducts = 4;  // tdpbsud per step
   static constexpr int kMultiplyAddsPerProduct = 16 * 16 * 64;
+  static constexpr int multiply_adds_per_product(AmxPeakKind kind) {
+    return kind == AmxPeakKind::bf16 ? 16 * 16 * 32 : kMultiplyAddsPerProduct;
+  }
 
  private:
   struct Code;

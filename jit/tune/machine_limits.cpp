@@ -15,6 +15,7 @@
 #include "jit/cpu/cpu_info.h"
 #include "jit/tune/amx_peak_kernel.h"
 #include "jit/tune/dot_peak_kernel.h"
+#include "jit/tune/float_peak_kernel.h"
 
 namespace qforge {
 namespace {
@@ -142,6 +143,60 @@ double amx_peak_gops(int threads, std::int64_t iterations, std::string* why) {
   const AmxPeakKernel kernel;
   const double macs = double(AmxPeakKernel::kTileProducts) * double(iterations) *
                       AmxPeakKernel::kMultiplyAddsPerProduct;
+  return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
+}
+
+namespace {
+
+bool zmm_native() {
+  const CpuInfo& cpu = cpu_info();
+  return cpu.isa.avx512f && cpu.isa.os_zmm;
+}
+
+}  // namespace
+
+double fma_peak_gflops(int threads, std::int64_t iterations) {
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const FloatPeakKernel kernel(zmm_native() ? FloatPeakKind::fma_zmm : FloatPeakKind::fma_ymm);
+  const double macs =
+      double(FloatPeakKernel::kAccumulators) * double(iterations) * kernel.multiply_adds_per_step();
+  return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
+}
+
+std::string fma_peak_instruction() {
+  return zmm_native() ? "vfmadd231ps zmm" : "vfmadd231ps ymm";
+}
+
+double bf16_peak_gflops(int threads, std::int64_t iterations, std::string* why) {
+  if (!(zmm_native() && cpu_info().isa.avx512_bf16)) {
+    if (why) *why = "AVX512-BF16 (vdpbf16ps) does not run natively on this CPU";
+    return 0;
+  }
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const FloatPeakKernel kernel(FloatPeakKind::bf16_zmm);
+  const double macs =
+      double(FloatPeakKernel::kAccumulators) * double(iterations) * kernel.multiply_adds_per_step();
+  return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
+}
+
+double amx_bf16_peak_gflops(int threads, std::int64_t iterations, std::string* why) {
+  const CpuInfo& cpu = cpu_info();
+  if (!cpu.amx_usable || !cpu.isa.amx_bf16) {
+    if (why)
+      *why = !cpu.amx_usable ? "AMX is not usable natively: " + cpu.amx_reason
+                             : std::string("the CPU has no AMX-BF16 (tdpbf16ps)");
+    return 0;
+  }
+  static std::map<std::pair<int, std::int64_t>, double> cache;
+  const std::pair<int, std::int64_t> args{threads, iterations};
+  if (auto it = cache.find(args); it != cache.end()) return it->second;
+  const AmxPeakKernel kernel(AmxPeakKind::bf16);
+  const double macs = double(AmxPeakKernel::kTileProducts) * double(iterations) *
+                      AmxPeakKernel::multiply_adds_per_product(AmxPeakKind::bf16);
   return cache[args] = peak_gops_of(kernel, threads, iterations, macs);
 }
 

@@ -1,6 +1,6 @@
 // The machine's own limits, measured in the process that reports against them (the
 // benchmarks, `qforge tune`), so kernel figures can be stated as ratios: streaming read
-// bandwidth and int8 dot-product peak.
+// bandwidth, the int8 dot-product peak and the floating-point (FMA, bf16) peaks.
 #pragma once
 
 #include <cstddef>
@@ -33,5 +33,19 @@ std::string dot_peak_instruction();
 // generated loop of four independent tile products (amx_peak_kernel.h); 0 when this CPU
 // does not run AMX natively, with the reason in *why (cached per arguments).
 double amx_peak_gops(int threads, std::int64_t iterations = 2'000'000, std::string* why = nullptr);
+
+// Peak f32 multiply-add throughput in GFLOPS (2 per multiply-add), the weight-only
+// kernels' limit: vfmadd231ps on zmm where AVX-512 runs natively, else on ymm
+// (float_peak_kernel.h; cached per arguments).
+double fma_peak_gflops(int threads, std::int64_t iterations = 10'000'000);
+std::string fma_peak_instruction();  // "vfmadd231ps zmm" | "vfmadd231ps ymm"
+// Peak vdpbf16ps zmm throughput in GFLOPS; 0 when the CPU does not run AVX512-BF16
+// natively, with the reason in *why.
+double bf16_peak_gflops(int threads, std::int64_t iterations = 5'000'000,
+                        std::string* why = nullptr);
+// Peak tdpbf16ps throughput in GFLOPS (amx_peak_kernel.h); 0 without native AMX-BF16,
+// with the reason in *why.
+double amx_bf16_peak_gflops(int threads, std::int64_t iterations = 2'000'000,
+                            std::string* why = nullptr);
 
 }  // namespace qforge

@@ -92,6 +92,7 @@ Json entry_to_json(const TuningKey& key, const TunedKernel& t) {
               {"prefetch_distance", t.blocking.prefetch_distance}}},
             {"default_us", rounded(t.default_us)},
             {"tuned_us", rounded(t.tuned_us)}};
+  if (s.weight_only()) j["activation"] = activation_name(s.activation);
   if (t.amx_min_m) j["amx_min_m"] = *t.amx_min_m;
   if (t.gemm_min_m) j["gemm_min_m"] = *t.gemm_min_m;
   if (t.thread_split) j["thread_split"] = split_name(*t.thread_split);
@@ -109,6 +110,12 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
   s.group = j.at("g").get<std::int64_t>();
   s.bits = j.at("bits").get<int>();
   s.asymmetric = j.at("asymmetric").get<bool>();
+  if (j.contains("activation")) {
+    const std::string activation = j.at("activation").get<std::string>();
+    QF_REQUIRE(activation == "s8" || activation == "f32", "activation: unknown \"", activation,
+               "\" (s8 | f32)");
+    s.activation = activation == "f32" ? ActivationKind::f32 : ActivationKind::s8;
+  }
   const std::string epilogue = j.at("epilogue").get<std::string>();
   const auto parsed_epilogue = parse_epilogue_name(epilogue);
   QF_REQUIRE(parsed_epilogue, "epilogue: unknown name \"", epilogue, "\"");

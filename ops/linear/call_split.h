@@ -26,6 +26,7 @@
 #include "jit/kernel/epilogue.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 
 namespace qforge {
 
@@ -34,11 +35,12 @@ inline constexpr std::int64_t kGuidedShare = 2;  // a chunk is 1 / (2 * threads)
 
 // What moving a call's first row needs besides the call itself.
 struct CallRows {
-  std::int64_t a_row_stride = 0;     // bytes between rows of quantized activations
+  std::int64_t a_row_stride = 0;     // bytes between rows of activations (s8 or f32)
   std::int64_t groups = 0;           // activation group sums per row
   std::int64_t c_element_bytes = 4;  // f32 output, or 1 for u8
 };
 CallRows call_rows_of(const QuantizedActivations& x, const Epilogue& epilogue);
+CallRows call_rows_of(const FloatActivations& x, const Epilogue& epilogue);
 
 // `call` restricted to rows [first, end).
 GemmCallArgs rows_of(const GemmCallArgs& call, const CallRows& rows, std::int64_t first,

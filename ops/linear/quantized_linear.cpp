@@ -65,13 +65,19 @@ struct QuantizedLinear::CallPlans {
   std::optional<CallPlan> plans[3][2];  // [MBucket][on AMX tiles]
 };
 
-QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa)
+QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa,
+                                 ActivationKind activation)
     : weights_(std::move(weights)),
       epilogue_(epilogue),
       isa_(isa),
+      activation_(activation),
       plans_(std::make_unique<CallPlans>()) {
   QF_REQUIRE(epilogue.swiglu == (weights_.header.interleaved_pair != 0),
              "linear: swiglu needs interleaved gate/up weights and nothing else does");
+  // Weight-only kernels are FMA on zmm or ymm: no tiles, and the ymm VNNI ISA would only
+  // duplicate the AVX2 kernel.
+  if (weight_only() && isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
+  if (weight_only() && isa_ == Isa::avx_vnni) isa_ = Isa::avx2;
   // AMX runs the calls of at least amx_min_rows() rows; the zmm kernels run the others,
   // and every call of a layer the AMX generator cannot serve (e.g. groups of 32).
   const bool want_amx = isa_ == Isa::amx && isa_usable(Isa::amx);
@@ -102,8 +108,10 @@ QuantizedLinear::QuantizedLinear(QuantizedLinear&&) noexcept = default;
 QuantizedLinear& QuantizedLinear::operator=(QuantizedLinear&&) noexcept = default;
 QuantizedLinear::~QuantizedLinear() = default;
 
-GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, std::int64_t m) {
+GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, std::int64_t m,
+                     ActivationKind activation) {
   GemmKey key;
+  key.activation = activation;
   key.isa = isa;
   key.n = h.n;
   key.k = h.k;
@@ -119,7 +127,7 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
 
 GemmKey QuantizedLinear::key_for(std::int64_t m) const {
   const Isa isa = amx_ && m >= amx_min_rows() ? Isa::amx : isa_;
-  return gemm_key_for(weights_.header, epilogue_, isa, m);
+  return gemm_key_for(weights_.header, epilogue_, isa, m, activation_);
 }
 
 QuantizedLinear::CallPlan QuantizedLinear::plan_for(std::int64_t m) const {
@@ -163,41 +171,66 @@ std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
   return keys;
 }
 
-void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
-                              std::int64_t ldc, ThreadPool& pool) const {
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
-  QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
-                 x.group == weights_.header.group,
-             "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
-  const CallPlan plan = plan_for(x.m);
+GemmCallArgs QuantizedLinear::call_args(const EpilogueArgs& args, void* out, std::int64_t ldc,
+                                        std::int64_t m) const {
   GemmCallArgs call;
-  call.a = x.xq.data();
-  call.a_scale = x.scale.data();
-  call.a_sums = x.group_sums.data();
   call.b = weights_.data.data();
   call.c = out;
   call.bias = args.bias;
   call.residual = args.residual;
   call.c_stride = ldc;
   call.residual_stride = args.ld_residual;
-  call.m = x.m;
+  call.m = m;
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
+  return call;
+}
+
+template <typename Activations>
+void QuantizedLinear::run(GemmCallArgs call, const Activations& x, ThreadPool& pool) const {
+  QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
+                 x.group == weights_.header.group,
+             "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
+  const CallPlan plan = plan_for(x.m);
   const std::int64_t units = (weights_.n() + 15) / 16;
   const GemmKernelFn fn = plan.code->kernel();
   const bool tiles = plan.code->key().isa == Isa::amx;
-  auto run = [&](const GemmCallArgs& args) {
+  auto run_part = [&](const GemmCallArgs& part) {
     if (tiles)
       note_amx_tiles_in_use();
     else
       release_amx_tiles();
-    fn(&args);
+    fn(&part);
   };
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
-  run_split(call, units, ops, call_rows_of(x, epilogue_), plan.split, pool, run);
+  run_split(call, units, ops, call_rows_of(x, epilogue_), plan.split, pool, run_part);
+}
+
+void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
+                              std::int64_t ldc, ThreadPool& pool) const {
+  QF_REQUIRE(!weight_only(), "linear: a weight-only layer takes f32 activations");
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
+  GemmCallArgs call = call_args(args, out, ldc, x.m);
+  call.a = x.xq.data();
+  call.a_scale = x.scale.data();
+  call.a_sums = x.group_sums.data();
+  run(call, x, pool);
+}
+
+void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& args, void* out,
+                              std::int64_t ldc, ThreadPool& pool) const {
+  QF_REQUIRE(weight_only(), "linear: an int8-activation layer takes quantized activations");
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
+  GemmCallArgs call = call_args(args, out, ldc, x.m);
+  call.a_f32 = x.x.data();
+  call.a_f32_sums = x.group_sums.data();
+  run(call, x, pool);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
@@ -205,6 +238,15 @@ void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
                               std::int64_t ldc, ThreadPool& pool, float static_scale) const {
   prepare_activations(scratch, m, weights_.k(), weights_.header.k_padded, weights_.header.group);
   quantize_split(x, ldx, static_scale, scratch, pool);
+  forward(scratch, args, out, ldc, pool);
+}
+
+void QuantizedLinear::forward_weight_only(const float* x, std::int64_t m, std::int64_t ldx,
+                                          FloatActivations& scratch, const EpilogueArgs& args,
+                                          void* out, std::int64_t ldc, ThreadPool& pool) const {
+  prepare_float_activations(scratch, m, weights_.k(), weights_.header.k_padded,
+                            weights_.header.group);
+  copy_float_activation_rows(x, ldx, 0, m, scratch);
   forward(scratch, args, out, ldc, pool);
 }
 

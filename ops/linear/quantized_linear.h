@@ -3,12 +3,14 @@
 // or by rows for large M where the tuning table says so).
 //
 //   x (f32, M x K) --quantize_activations--> xu, a, xsum --kernel(s)--> y (epilogue)
+//   weight-only:   --copy_float_activation_rows--> x, xsum --kernel(s)--> y
 //
 // The kernel ISA is the best usable one (QFORGE_MAX_ISA / --max-isa honoured); a
 // generator that cannot serve a key falls back zmm -> ymm VNNI -> ymm AVX2 -> reference,
 // and the fallback is reported once on stderr. With AMX usable, calls of at least
 // amx_min_rows() rows run the AMX kernel and smaller ones (decode) the zmm kernels; a
-// layer the AMX generator cannot serve stays on zmm.
+// layer the AMX generator cannot serve stays on zmm. Weight-only layers run the FMA
+// kernels on zmm (AVX-512) or ymm (AVX2), never on tiles.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "jit/gemm/gemm_key.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
@@ -27,7 +30,8 @@ namespace qforge {
 // rows; the M bucket follows the table's GEMV/GEMM threshold for the shape (default
 // kDefaultGemmMinRows) and the blocking is the installed tuning table's
 // (jit/tune/active_tuning.h) when it has one for the key, else the analytic default.
-GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa isa, std::int64_t m);
+GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa isa, std::int64_t m,
+                     ActivationKind activation = ActivationKind::s8);
 
 // The M at and above which calls run on AMX tiles (default kDefaultAmxMinRows): a tuning
 // parameter, the row count at which AMX overtakes the zmm kernels on this CPU.
@@ -47,7 +51,8 @@ void quantize_split(const float* x, std::int64_t ldx, float static_scale, Quanti
 
 class QuantizedLinear {
  public:
-  QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa());
+  QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa = best_isa(),
+                  ActivationKind activation = ActivationKind::s8);
   QuantizedLinear(QuantizedLinear&&) noexcept;
   QuantizedLinear& operator=(QuantizedLinear&&) noexcept;
   ~QuantizedLinear();
@@ -66,7 +71,17 @@ class QuantizedLinear {
                const EpilogueArgs& args, void* out, std::int64_t ldc, ThreadPool& pool,
                float static_scale = 0.f) const;
 
+  // Weight-only layers: y = epilogue(x W^T) with x the f32 rows (prepared for the weights).
+  void forward(const FloatActivations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
+               ThreadPool& pool) const;
+  // Copies x (M x K, leading dimension ldx) into `scratch` first.
+  void forward_weight_only(const float* x, std::int64_t m, std::int64_t ldx,
+                           FloatActivations& scratch, const EpilogueArgs& args, void* out,
+                           std::int64_t ldc, ThreadPool& pool) const;
+
   const PackedWeights& weights() const { return weights_; }
+  ActivationKind activation() const { return activation_; }
+  bool weight_only() const { return activation_ == ActivationKind::f32; }
   const Epilogue& epilogue() const { return epilogue_; }
   Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
   bool uses_amx() const { return amx_; }
@@ -81,11 +96,16 @@ class QuantizedLinear {
   CallPlan plan_for(std::int64_t m) const;
 
  private:
+  GemmCallArgs call_args(const EpilogueArgs& args, void* out, std::int64_t ldc,
+                         std::int64_t m) const;
+  template <typename Activations>
+  void run(GemmCallArgs call, const Activations& x, ThreadPool& pool) const;
   struct CallPlans;
 
   PackedWeights weights_;
   Epilogue epilogue_;
   Isa isa_;
+  ActivationKind activation_;
   bool amx_ = false;
   std::unique_ptr<CallPlans> plans_;
 };

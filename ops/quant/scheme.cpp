@@ -24,18 +24,24 @@ void validate(const QuantScheme& s) {
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
   auto bad = [&]() {
     fail(where, ": unknown quantization '", text,
-         "' (forms: int8, int4, int8-g<G>, int4-g<G>, each optionally -asym; int8-tensor)");
+         "' (forms: int8, int4, int8-g<G>, int4-g<G>, each optionally -asym; int8-tensor; "
+         "any of them prefixed woq- for weight-only)");
   };
   QuantScheme s;
   std::string_view rest;
-  if (text.substr(0, 4) == "int8") {
+  std::string_view body = text;
+  if (body.substr(0, 4) == "woq-") {
+    s.weight_only = true;
+    body.remove_prefix(4);
+  }
+  if (body.substr(0, 4) == "int8") {
     s.bits = 8;
-  } else if (text.substr(0, 4) == "int4") {
+  } else if (body.substr(0, 4) == "int4") {
     s.bits = 4;
   } else {
     bad();
   }
-  rest = text.substr(4);
+  rest = body.substr(4);
   if (rest.size() >= 5 && rest.substr(rest.size() - 5) == "-asym") {
     s.asymmetric = true;
     rest.remove_suffix(5);
@@ -61,7 +67,8 @@ QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
 }
 
 std::string to_string(const QuantScheme& s) {
-  std::string name = s.bits == 8 ? "int8" : "int4";
+  std::string name = s.weight_only ? "woq-" : "";
+  name += s.bits == 8 ? "int8" : "int4";
   if (s.granularity == Granularity::per_tensor) name += "-tensor";
   if (s.granularity == Granularity::per_group) name += "-g" + std::to_string(s.group);
   if (s.asymmetric) name += "-asym";

@@ -4,6 +4,8 @@
 //   "int8-g128"       int8, symmetric, one scale per 128 consecutive k of a row
 //   "int4-g32-asym"   int4, asymmetric (scale + zero point) per 32 k
 //   "int8-tensor"     int8, symmetric, one scale for the whole tensor
+//   "woq-int4-g128"   the same weights, run weight-only: activations stay f32 and the
+//                     kernels dequantize the packed weights in registers (FMA)
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,9 @@ struct QuantScheme {
   bool asymmetric = false;  // zero point per group
   Granularity granularity = Granularity::per_channel;
   int group = 0;  // k per scale for per_group; 0 otherwise
+  // Weight-only: the packed layout is the same; only the kernels' activation operand
+  // differs (f32 rows instead of per-token int8).
+  bool weight_only = false;
 
   bool operator==(const QuantScheme&) const = default;
 };
@@ -26,6 +31,13 @@ struct QuantScheme {
 // Largest group for which 255 * 128 * g cannot overflow an int32 accumulator.
 inline constexpr int kMaxGroup = 65536;
 static_assert(255LL * 128 * kMaxGroup < (1LL << 31), "int32 group accumulator would overflow");
+
+// The scheme with weight_only cleared: all that decides the quantized values and the
+// packed bytes (a weight-only layer packs exactly what its W8A8 twin packs).
+inline QuantScheme stored_form(QuantScheme scheme) {
+  scheme.weight_only = false;
+  return scheme;
+}
 
 // Parses the names above; throws qforge::Error naming `where` and listing the forms.
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where = "--quant");

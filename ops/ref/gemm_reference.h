@@ -7,12 +7,18 @@
 //   y   = fma(float(xsum[m][j]), offset[n][j], y)    (asymmetric only)
 //   y  *= a[m]
 // then the epilogue. Kept deliberately simple: loops, no tricks.
+//
+// Weight-only (f32 activations, float_activations.h), in double and rounded once:
+//   y   = sum_j scale[n][j] * sum_k x[m][k] * (operand[n][k] - bias)
+//         (+ offset[n][j] * xsum[m][j], xsum the activations' float group sums)
+// then the same epilogue.
 #pragma once
 
 #include <cstdint>
 
 #include "jit/kernel/epilogue.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
@@ -24,6 +30,9 @@ void group_sums_reference(const PackedWeights& w, const QuantizedActivations& x,
 // Runs the whole kernel semantics. `out` is float or uint8_t [M][ldc] per e.output
 // (group_sums: int32 [M][columns][groups], ldc ignored).
 void gemm_reference(const PackedWeights& w, const QuantizedActivations& x, const Epilogue& e,
+                    const EpilogueArgs& args, void* out, std::int64_t ldc);
+
+void gemm_reference(const PackedWeights& w, const FloatActivations& x, const Epilogue& e,
                     const EpilogueArgs& args, void* out, std::int64_t ldc);
 
 // The epilogue's scalar pieces, shared with tests.

@@ -87,9 +87,14 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
   const std::int64_t columns = shape.units() * 16;
   for (const std::int64_t m : ms_) {
     Rows rows;
-    prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
     const auto x = pseudo_random(m * shape.k, 4, 1.f);
-    quantize_activations(x.data(), shape.k, rows.x);
+    if (shape.weight_only()) {
+      prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group);
+      copy_float_activation_rows(x.data(), shape.k, 0, m, rows.xf);
+    } else {
+      prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
+      quantize_activations(x.data(), shape.k, rows.x);
+    }
     rows.out.resize(static_cast<std::size_t>(m * columns * sizeof(float)));
     std::memset(rows.out.data(), 0, rows.out.size());
     if (shape.epilogue.residual) rows.residual = pseudo_random(m * columns, 5, 1.f);
@@ -100,9 +105,14 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
 void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
-  call.a = rows.x.xq.data();
-  call.a_scale = rows.x.scale.data();
-  call.a_sums = rows.x.group_sums.data();
+  if (shape_.weight_only()) {
+    call.a_f32 = rows.xf.x.data();
+    call.a_f32_sums = rows.xf.group_sums.data();
+  } else {
+    call.a = rows.x.xq.data();
+    call.a_scale = rows.x.scale.data();
+    call.a_sums = rows.x.group_sums.data();
+  }
   call.b = weights_.data() + std::int64_t{next_copy_} * weight_bytes_;
   call.c = rows.out.data();
   call.bias = shape_.epilogue.bias ? bias_.data() : nullptr;
@@ -114,7 +124,9 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   call.out_zero_point = 128.f;
   next_copy_ = next_copy_ + 1 == copies_ ? 0 : next_copy_ + 1;
   const double ops = 2.0 * double(ms_[i]) * double(shape_.n) * double(shape_.k);
-  run_split(call, shape_.units(), ops, call_rows_of(rows.x, shape_.epilogue), split, pool_,
+  const CallRows call_rows = shape_.weight_only() ? call_rows_of(rows.xf, shape_.epilogue)
+                                                  : call_rows_of(rows.x, shape_.epilogue);
+  run_split(call, shape_.units(), ops, call_rows, split, pool_,
             [fn](const GemmCallArgs& part) { fn(&part); });
 }
 

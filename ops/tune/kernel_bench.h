@@ -20,6 +20,7 @@
 #include "jit/gemm/gemm_key.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 
 namespace qforge {
 
@@ -50,6 +51,7 @@ class KernelBench {
  private:
   struct Rows {
     QuantizedActivations x;
+    FloatActivations xf;  // weight-only keys
     AlignedBuffer<std::uint8_t> out;
     std::vector<float> residual;
   };

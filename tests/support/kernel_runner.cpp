@@ -20,11 +20,13 @@ std::string describe(const KernelCase& c) {
     << " " << epilogue_name(c.epilogue) << " seed " << c.seed << " splits " << c.unit_splits;
   if (!c.default_blocking) s << " blocking " << c.blocking.mr << "x" << c.blocking.nr;
   if (c.float_offsets) s << " float offsets";
+  if (c.scheme.weight_only) s << " (f32 activations)";
   return s.str();
 }
 
 GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
-  GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m);
+  GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m,
+                             c.scheme.weight_only ? ActivationKind::f32 : ActivationKind::s8);
   if (!c.default_blocking) key.blocking = c.blocking;
   return key;
 }
@@ -33,6 +35,28 @@ namespace {
 
 constexpr std::uint8_t kPoison = 0xA5;
 constexpr int kGuardBytes = 256;
+
+// What a weight-only kernel's float sums can be off by for output column `col` of row m
+// (within its half `panel`): each group's acc = sum x * operand is a float sum of g
+// products, so its error is a few ulps of K times the largest partial sums; a generous
+// bound is K * 2^-22 times sum |x| * (|operand| + bias) * |scale| + |xsum| * |offset|.
+double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, std::int64_t m,
+                             std::int64_t panel, int lane) {
+  const PackedGeometry& geo = w.geometry;
+  const std::int64_t g = w.header.group;
+  const int bias = operand_bias(w.bits(), w.asymmetric());
+  double magnitude = 0;
+  for (std::int64_t j = 0; j < geo.groups; ++j) {
+    const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
+    const std::uint8_t* trailer = group + geo.group_data_bytes;
+    double sum = 0;
+    for (std::int64_t i = 0; i < g; ++i)
+      sum += std::fabs(x.row(m)[j * g + i]) * (packed_operand(group, w.bits(), lane, i) + bias);
+    magnitude += sum * std::fabs(group_scale(trailer, lane));
+    if (w.asymmetric()) magnitude += std::fabs(x.sums(m)[j] * group_offset(trailer, lane));
+  }
+  return double(w.k()) * std::ldexp(1.0, -22) * magnitude;
+}
 
 }  // namespace
 
@@ -53,9 +77,16 @@ std::string check_kernel(const KernelCase& c) {
   };
   const PackedWeights packed = pack();
   const GemmKey key = key_for(c, packed.header);
+  const bool weight_only = c.scheme.weight_only;
   QuantizedActivations xq;
-  prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
-  quantize_activations(x.data(), k, xq);
+  FloatActivations xf;
+  if (weight_only) {
+    prepare_float_activations(xf, m, k, packed.header.k_padded, packed.header.group);
+    copy_float_activation_rows(x.data(), k, 0, m, xf);
+  } else {
+    prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
+    quantize_activations(x.data(), k, xq);
+  }
 
   const std::shared_ptr<const GemmGenerator> generator = generate_kernel(key);
 
@@ -74,12 +105,22 @@ std::string check_kernel(const KernelCase& c) {
   const std::int64_t element = c.epilogue.output == OutputKind::u8 ? 1 : 4;
   const std::int64_t out_bytes = sums ? m * groups * packed.header.n_padded * 4 : m * ldc * element;
   std::vector<std::uint8_t> got(out_bytes + kGuardBytes, kPoison), want(out_bytes, kPoison);
-  if (!sums) gemm_reference(packed, xq, c.epilogue, args, want.data(), ldc);
+  if (!sums) {
+    if (weight_only)
+      gemm_reference(packed, xf, c.epilogue, args, want.data(), ldc);
+    else
+      gemm_reference(packed, xq, c.epilogue, args, want.data(), ldc);
+  }
 
   GemmCallArgs call;
-  call.a = xq.xq.data();
-  call.a_scale = xq.scale.data();
-  call.a_sums = xq.group_sums.data();
+  if (weight_only) {
+    call.a_f32 = xf.x.data();
+    call.a_f32_sums = xf.group_sums.data();
+  } else {
+    call.a = xq.xq.data();
+    call.a_scale = xq.scale.data();
+    call.a_sums = xq.group_sums.data();
+  }
   call.b = packed.data.data();
   call.c = got.data();
   call.bias = bias.data();
@@ -135,9 +176,10 @@ std::string check_kernel(const KernelCase& c) {
       }
       if (element == 1) {
         // u8 is exact, except after SwiGLU whose exp may differ from std::exp in the
-        // last bits and so move a value across a rounding boundary.
+        // last bits and so move a value across a rounding boundary (and weight-only sums,
+        // float where the integer kernels' are exact).
         const int diff = std::abs(int(got[at]) - int(want[at]));
-        if (diff > (c.epilogue.swiglu ? 1 : 0)) {
+        if (diff > (c.epilogue.swiglu || weight_only ? 1 : 0)) {
           error << "u8 m " << r << " col " << col << ": got " << int(got[at]) << " want "
                 << int(want[at]);
           return error.str();
@@ -147,7 +189,23 @@ std::string check_kernel(const KernelCase& c) {
       float g, e;
       std::memcpy(&g, got.data() + at, 4);
       std::memcpy(&e, want.data() + at, 4);
-      const float tolerance = 1e-6f * std::fabs(e) + 1e-30f;
+      float tolerance = 1e-6f * std::fabs(e) + 1e-30f;
+      if (weight_only) {
+        // The float sums' bound, through SwiGLU's product when there is one.
+        const std::int64_t p = col / kPanelWidth;
+        const int lane = static_cast<int>(col % kPanelWidth);
+        const std::int64_t gate_panel = pair ? 2 * p : p;
+        const double tg = weight_only_tolerance(packed, xf, r, gate_panel, lane);
+        double bound = tg;
+        if (pair) {
+          const double tu = weight_only_tolerance(packed, xf, r, gate_panel + 1, lane);
+          // |d(silu(g) u)| <= 1.1 |u| dg + |silu(g)| du, with |u|, |silu(g)| bounded by
+          // their magnitudes (the bound itself / 2^-22 / K).
+          const double scale = double(k) * std::ldexp(1.0, -22);
+          bound = 1.1 * (tu / scale) * tg + 1.1 * (tg / scale) * tu;
+        }
+        tolerance += static_cast<float>(bound);
+      }
       if (!(std::fabs(g - e) <= tolerance)) {
         error << "f32 m " << r << " col " << col << ": got " << g << " want " << e;
         return error.str();

@@ -1,0 +1,110 @@
+// The weight-only dot product of the GEMM generator: f32 activations against the packed
+// u8 operands, dequantized in registers.
+//
+//   one 64-byte packed row of a panel = 16 columns x 4 k (int8) or 8 k (int4); a vector
+//   holds 8 (ymm) or 16 (zmm) columns' dwords:
+//
+//     dword of column c   int8: [ k0 | k1 | k2 | k3 ]            bytes, low first
+//                         int4: [ k0 k4 | k1 k5 | k2 k6 | k3 k7 ]  nibbles, low first
+//
+//   for each k of the row: field = (dword >> shift) & mask      (the operand, unsigned)
+//                          acc[r] = fma(float(field), x[r][k] broadcast, acc[r])
+//
+// The conversion of a field is shared by the tile's rows, so prefill tiles (MR rows)
+// spend MR FMAs per conversion and decode one. The group correction then removes the
+// operand bias with the group's sum of x (float_activations.h) and scales:
+//
+//   C    = acc - bias * xsum                  (bias 128 int8, 8 int4, 0 int4 asymmetric)
+//   fsum = fma(C, scale, fsum)   (asymmetric: fsum = fma(xsum, offset, fsum))
+#include "jit/gemm/gemm_generator.h"
+
+namespace qforge {
+
+using namespace Xbyak;
+using namespace Xbyak::util;
+
+namespace {
+
+// Bit position of field i (the i-th k of the packed row) inside a column's dword.
+int field_shift(int bits, int i) {
+  if (bits == 8) return 8 * i;
+  return 8 * (i % 4) + 4 * (i / 4);  // low nibbles hold k 0..3, high nibbles k 4..7
+}
+
+}  // namespace
+
+// out = field `i` of every dword at `at`, as float.
+void GemmGenerator::emit_woq_field(const Xmm& out, const Address& at, int i) {
+  const int shift = field_shift(key_.bits, i);
+  const bool top = shift + key_.bits == 32;  // the shift leaves nothing above the field
+  if (shift == 0) {
+    if (zmm_)
+      vpandd(out, woq_field_mask(), at);
+    else
+      vpand(out, woq_field_mask(), at);
+  } else {
+    vmovups(out, at);
+    vpsrld(out, out, shift);
+    if (!top) {
+      if (zmm_)
+        vpandd(out, out, woq_field_mask());
+      else
+        vpand(out, out, woq_field_mask());
+    }
+  }
+  vcvtdq2ps(out, out);
+}
+
+// One 64-byte row of every panel in the tile; disp_k is the row's first k in the group.
+void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int disp_b) {
+  const int panels = units * panels_per_unit_;
+  const int t_count = per_row(units);
+  if (key_.blocking.prefetch_distance > 0)
+    for (int pp = 0; pp < panels; ++pp)
+      prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
+  for (int i = 0; i < k_per_row_; ++i) {
+    for (int r = 0; r < rows; ++r)
+      vbroadcastss(woq_broadcast(r), dword[ak_ + r * a_stride_ + (disp_k + i) * 4]);
+    for (int t = 0; t < t_count; ++t) {
+      const std::int64_t at = panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_;
+      emit_woq_field(woq_field(), vector_at(bk_, at), i);
+      for (int r = 0; r < rows; ++r) vfmadd231ps(acc(r, t), woq_field(), woq_broadcast(r));
+    }
+  }
+}
+
+// After a group's K rows, bk_ points at panel 0's trailer of that group (as for the
+// integer kernels: gemm_epilogue_emit.cpp); row r's float xsum is [sums_ + r * groups * 4].
+void GemmGenerator::emit_woq_group_correction(int rows, int units) {
+  const int t_count = per_row(units);
+  const bool asym = key_.asymmetric;
+  const bool biased = woq_operand_bias() != 0;
+  const Xmm xsum = epilogue_temp(1), spill = epilogue_temp(2);
+  const Xmm scale = epilogue_temp(3), offset = epilogue_temp(4);
+  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
+  for (int r = 0; r < rows; ++r) {
+    vbroadcastss(xsum, dword[sums_ + r * groups_ * 4]);
+    for (int t = 0; t < t_count; ++t) {
+      const int pp = panel_of(t), v = vector_of(t);
+      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_ / 2;
+      const Xmm sum = acc(r, t);
+      if (biased) vfnmadd231ps(sum, xsum, constant(kConstOperandBias));  // C = acc - bias * xsum
+      vcvtph2ps(scale, f16_at(trailer));
+      if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
+      if (groups_ == 1) {
+        vmulps(sum, sum, scale);
+        if (asym) vfmadd231ps(sum, xsum, offset);
+      } else if (!plan_.float_sums_in_memory) {
+        vfmadd231ps(fsum(r, t), sum, scale);
+        if (asym) vfmadd231ps(fsum(r, t), xsum, offset);
+      } else {
+        vmovups(spill, fsum_spill(r, t));
+        vfmadd231ps(spill, sum, scale);
+        if (asym) vfmadd231ps(spill, xsum, offset);
+        vmovups(fsum_spill(r, t), spill);
+      }
+    }
+  }
+}
+
+}  // namespace qforge

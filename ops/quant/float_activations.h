@@ -1,0 +1,42 @@
+// The weight-only kernels' A operand: the f32 activation rows themselves, laid out the
+// way the kernels stream them, and the per-group sums the operand-bias correction needs.
+//
+//   row r: Kp floats at x + r * row_stride bytes (row_stride a multiple of 64 >= 4 Kp);
+//          k in [K, Kp) holds 0, so padded weights contribute nothing
+//   sums[r][j] = sum of x[r][k] over group j, in float, k in order
+//
+// With v = operand - bias (ops/quant/packed_layout.h) a weight-only kernel forms per
+// group j and column n
+//     acc = sum_k x[k] * operand[k]           (float FMA)
+//     y  += (acc - bias * sums[j]) * scale[n][j]  (+ sums[j] * offset[n][j])
+// and no row scale: the activations are not quantized.
+#pragma once
+
+#include <cstdint>
+
+#include "jit/base/aligned_buffer.h"
+
+namespace qforge {
+
+struct FloatActivations {
+  std::int64_t m = 0, k = 0, k_padded = 0, group = 0;
+  std::int64_t row_stride = 0;      // bytes between rows
+  AlignedBuffer<float> x;           // m x row_stride / 4 floats
+  AlignedBuffer<float> group_sums;  // m x groups
+
+  std::int64_t groups() const { return k_padded / group; }
+  const float* row(std::int64_t r) const { return x.data() + r * (row_stride / 4); }
+  const float* sums(std::int64_t r) const { return group_sums.data() + r * groups(); }
+};
+
+// Sizes `out` for M rows of K values grouped by `group` into Kp (no-op when nothing
+// changed, so buffers are reused across calls; the padding is zeroed once).
+void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64_t k,
+                               std::int64_t k_padded, std::int64_t group);
+
+// Copies rows [first, first + count) of x (leading dimension ldx floats, x pointing at
+// row 0) into `out` and sums their groups: what a thread of a split call prepares.
+void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t first,
+                                std::int64_t count, FloatActivations& out);
+
+}  // namespace qforge

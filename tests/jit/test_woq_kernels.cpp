@@ -1,0 +1,193 @@
+// Weight-only kernels (f32 activations, FMA over the packed weights dequantized in
+// registers) against the double-precision reference on every ISA path this process can
+// run (natively or through the emulator), over every tail class, epilogue, group layout
+// and blocking; and the whole layer against the dequantized weights' f64 matmul.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "jit/base/error.h"
+#include "jit/cpu/isa.h"
+#include "jit/gemm/amx_generator.h"
+#include "jit/gemm/gemm_generator.h"
+#include "jit/gemm/register_budget.h"
+#include "ops/linear/quantized_linear.h"
+#include "ops/quant/quantize.h"
+#include "tests/support/kernel_runner.h"
+#include "tests/support/random_data.h"
+
+namespace qforge {
+namespace {
+
+std::vector<Isa> kernel_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
+    if (isa_usable(isa)) out.push_back(isa);
+  return out;
+}
+
+bool emulated(Isa isa) {
+  return !(hardware_isa_mask(cpu_info()) & isa_bit(isa));
+}
+
+const char* const kSchemes[] = {"woq-int8",          "woq-int8-asym",  "woq-int4-g32",
+                                "woq-int4-g32-asym", "woq-int8-g64",   "woq-int8-g128-asym",
+                                "woq-int4-g128",     "woq-int4-asym",  "woq-int4-g256",
+                                "woq-int8-g36",      "woq-int8-tensor"};
+
+// Epilogue number i of the kernel runner, skipping the integer group sums (5).
+Epilogue float_epilogue(int i) {
+  const Epilogue e = test::epilogue_number(i);
+  return e.output == OutputKind::group_sums ? Epilogue{} : e;
+}
+
+void expect_kernel_matches(const test::KernelCase& c) {
+  EXPECT_EQ(test::check_kernel(c), "") << test::describe(c);
+}
+
+TEST(WeightOnlyKernels, EveryTailClassAndEpilogue) {
+  const auto isas = kernel_isas();
+  ASSERT_FALSE(isas.empty());
+  for (Isa isa : isas) {
+    int index = 0;
+    for (const char* scheme : kSchemes)
+      for (std::int64_t m : {1, 2, 3, 4, 5, 9}) {
+        if (emulated(isa) && index++ % 3 != 0) continue;
+        for (std::int64_t n : {1, 15, 16, 17, 40}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.k = (n * 37 + m * 12) % 300 / 4 * 4 + 4;
+          c.scheme = parse_quant_scheme(scheme);
+          c.epilogue = float_epilogue(int(m + n));
+          c.seed = m * 131 + n;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+  }
+}
+
+TEST(WeightOnlyKernels, RandomShapesAndSplits) {
+  for (Isa isa : kernel_isas()) {
+    std::mt19937 rng(static_cast<unsigned>(isa) * 11 + 3);
+    const int cases = emulated(isa) ? 20 : 300;
+    for (int i = 0; i < cases; ++i) {
+      test::KernelCase c;
+      c.isa = isa;
+      c.n = std::uniform_int_distribution<int>(1, 300)(rng);
+      c.k = std::uniform_int_distribution<int>(1, 256)(rng) * 4;
+      const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
+      c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
+      c.scheme = parse_quant_scheme(kSchemes[i % std::size(kSchemes)]);
+      c.epilogue = float_epilogue(i / 3);
+      c.seed = 7000 + i;
+      c.unit_splits = 1 + i % 3;
+      expect_kernel_matches(c);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+TEST(WeightOnlyKernels, EveryBlockingThatFits) {
+  for (Isa isa : kernel_isas()) {
+    int checked = 0;
+    for (const char* scheme : {"woq-int8", "woq-int4-g64-asym", "woq-int8-g32", "woq-int4-g128"})
+      for (int mr = 1; mr <= 8; ++mr)
+        for (int nr = 1; nr <= 8; ++nr) {
+          if (emulated(isa) && (mr + nr) % 3 != 0) continue;
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = mr + 2;
+          c.n = 16 * nr + 5;
+          c.k = 256;
+          c.scheme = parse_quant_scheme(scheme);
+          c.default_blocking = false;
+          c.blocking = Blocking{mr, nr, 1 + (mr + nr) % 5, (mr % 2) * 512};
+          c.epilogue = float_epilogue(mr * nr);
+          const PackedHeader h = make_packed_header(c.n, c.k, c.scheme, c.epilogue.swiglu);
+          const GemmKey key = test::key_for(c, h);
+          if (!fits(key, c.blocking)) {
+            EXPECT_THROW(GemmGenerator{key}, Error) << test::describe(c);
+            continue;
+          }
+          expect_kernel_matches(c);
+          ++checked;
+          if (HasFailure()) return;
+        }
+    EXPECT_GE(checked, 8) << isa_name(isa);
+  }
+}
+
+TEST(WeightOnlyKernels, LlamaShapes) {
+  struct Shape {
+    std::int64_t n, k;
+  };
+  for (Isa isa : kernel_isas())
+    for (const Shape s : {Shape{64, 4096}, Shape{48, 11008}})
+      for (std::int64_t m : {1, 4, 33}) {
+        if (emulated(isa) && (m > 1 || s.k > 4096)) continue;  // thousands of traps a call
+        for (const char* scheme : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym"}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = s.n;
+          c.k = s.k;
+          c.scheme = parse_quant_scheme(scheme);
+          c.seed = s.n + s.k + m;
+          c.unit_splits = 2;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+}
+
+// The weight-only layout is the W8A8 one and the key says which operand a kernel reads.
+TEST(WeightOnlyKernels, KeyNamesTheActivationAndRefusesWhatItCannotServe) {
+  const PackedHeader h = make_packed_header(40, 128, parse_quant_scheme("int4-g32"));
+  GemmKey key = gemm_key_for(h, Epilogue{}, Isa::avx2, 1, ActivationKind::f32);
+  EXPECT_NE(kernel_name(key).find("gemm_u8f32_avx2"), std::string::npos) << kernel_name(key);
+  EXPECT_FALSE(key == gemm_key_for(h, Epilogue{}, Isa::avx2, 1, ActivationKind::s8));
+  key.epilogue.output = OutputKind::group_sums;
+  EXPECT_THROW(GemmGenerator{key}, Error);
+  GemmKey tiles = gemm_key_for(h, Epilogue{}, Isa::amx, 64, ActivationKind::f32);
+  EXPECT_THROW(AmxGenerator{tiles}, Error);
+}
+
+// The whole layer (activation copy, kernel, split over two threads) against y = x W^T in
+// double over W = the dequantized weights (ops/quant/quantize.h), an independent path:
+// no packed-layout accessors, no operand bias.
+TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
+  ThreadPool pool(2);
+  for (const char* name : {"woq-int8", "woq-int4-g32-asym", "woq-int4-g128", "woq-int8-g64-asym"})
+    for (std::int64_t m : {1, 3, 20}) {
+      const QuantScheme scheme = parse_quant_scheme(name);
+      const std::int64_t n = 75, k = 333;
+      const auto w = test::random_floats(n * k, 91 + m, 0.05f);
+      const auto x = test::random_floats(m * (k + 7), 92 + m, 1.f);
+      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
+      const std::vector<float> deq = dequantize(q);
+      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, best_isa(), ActivationKind::f32);
+      ASSERT_TRUE(layer.weight_only());
+      FloatActivations scratch;
+      std::vector<float> y(m * n);
+      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
+      double err = 0, ref_norm = 0;
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t c = 0; c < n; ++c) {
+          double want = 0;
+          for (std::int64_t i = 0; i < k; ++i)
+            want += double(x[r * (k + 7) + i]) * double(deq[c * k + i]);
+          err = std::max(err, std::fabs(double(y[r * n + c]) - want));
+          ref_norm = std::max(ref_norm, std::fabs(want));
+        }
+      // f16 offsets round a little beyond dequantize()'s s * (q - z); the float sums
+      // add a few ulps of K.
+      EXPECT_LT(err, 2e-4 * ref_norm) << name << " M " << m;
+    }
+}
+
+}  // namespace
+}  // namespace qforge
