@@ -72,7 +72,9 @@ Blocking default_blocking(const GemmKey& key) {
       // Weight-only tiles convert each weight once for all their rows: rows first.
       double score = key.bucket == MBucket::large && !key.weight_only() ? dots / loads * 100 + dots
                                                                         : mr * 100 + nr;
-      if (memory_sums) score *= 0.9;
+      // A weight-only tile updates its sums once a group (g / 8 rows of conversions),
+      // so sums in memory cost it nothing; its FMA chains want the widest tile.
+      if (memory_sums && !key.weight_only()) score *= 0.9;
       if (score > best_score) best_score = score, best = b;
     }
   return best;

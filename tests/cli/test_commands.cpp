@@ -490,6 +490,44 @@ TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
   std::filesystem::remove(outliers);
 }
 
+// Weight-only schemes: every linear layer (classifier included) on the f32-activation
+// kernels, GPTQ's weights served by them, and the activation methods refused by name.
+TEST(WeightOnly, RunsWithGptqWeightsAndRefusesActivationMethods) {
+  const std::string calib_text =
+      std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
+  const std::string base = kQforge + " perplexity -m " + stories() + " -f " + eval_text() +
+                           " --ctx 256 -t 2 --json --quant ";
+  const auto plain = test::run_command(base + "woq-int4-g32");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto p = json_lines(plain.output);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0]["policy"].get<std::string>(),
+            "token_embd int8, attn_qkv woq-int4-g32 x5, attn_output woq-int4-g32 x5, "
+            "ffn_gate_up woq-int4-g32 x5, ffn_down woq-int4-g32 x5, output woq-int8");
+  const auto gptq = test::run_command(base + "woq-int4-g32 --gptq --calib-text " + calib_text);
+  ASSERT_EQ(gptq.exit_code, 0) << gptq.output;
+  const auto g = json_lines(gptq.output);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_NE(g[0]["policy"].get<std::string>().find("woq-int4-g32 gptq x5"), std::string::npos)
+      << g[0].dump();
+  EXPECT_LT(g[0]["mean_kld"].get<double>(), 0.8 * p[0]["mean_kld"].get<double>());
+
+  const auto run = test::run_command(kQforge + " run -m " + stories() +
+                                     " --quant woq-int8 -n 24 --seed 3 -p 'Once upon a time'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("Once upon a time"), std::string::npos) << run.output;
+
+  const auto refused = [&](const std::string& flags, const std::string& words) {
+    const auto r = test::run_command(base + flags);
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_NE(r.output.find(words), std::string::npos) << flags << ": " << r.output;
+  };
+  refused("woq-int8 --smoothquant --calib-text " + calib_text,
+          "--smoothquant with --quant woq-int8");
+  refused("woq-int8 --act static --calib-text " + calib_text, "--act static with --quant woq-int8");
+  refused("woq-int9", "unknown quantization 'woq-int9'");
+}
+
 TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   const std::string out = temp_path("q4.gguf");
   const auto r = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +

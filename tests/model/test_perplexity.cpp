@@ -143,8 +143,9 @@ TEST_P(QuantizedQuality, StaysCloseToF32) {
   EXPECT_GT(r.top1_agreement, q.min_top1);
 }
 
-// int8 per-channel must stay within 1% of f32 perplexity; the others are bounded well
-// above what they reach, to catch a broken path rather than to grade them.
+// int8 per-channel must stay within 1% of f32 perplexity, weight-only int8 (f32
+// activations) within 0.5% and KLD 0.002; the others are bounded well above what they
+// reach, to catch a broken path rather than to grade them.
 INSTANTIATE_TEST_SUITE_P(
     ShippedModels, QuantizedQuality,
     testing::Values(
@@ -152,6 +153,10 @@ INSTANTIATE_TEST_SUITE_P(
         Quality{"stories260K/stories260K.gguf", "stories260K_eval.txt", "int8-g32", 0.01, 0.01,
                 0.95},
         Quality{"stories260K/stories260K.gguf", "stories260K_eval.txt", "int4-g32", 0.25, 0.3, 0.7},
+        Quality{"stories260K/stories260K.gguf", "stories260K_eval.txt", "woq-int8", 0.005, 0.002,
+                0.97},
+        Quality{"stories260K/stories260K.gguf", "stories260K_eval.txt", "woq-int4-g32-asym", 0.2,
+                0.2, 0.75},
         Quality{"stories260K/stories260K.gguf", "stories260K_eval.txt", "int4-g128", 0.3, 0.35,
                 0.7},
         Quality{"babyllama-tok105/model5000.bin", "babyllama_eval.txt", "int8", 0.01, 0.01, 0.95},
@@ -159,6 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
                 0.95},
         Quality{"babyllama-tok105/model5000.bin", "babyllama_eval.txt", "int4-g32", 0.15, 0.15,
                 0.8},
+        Quality{"babyllama-tok105/model5000.bin", "babyllama_eval.txt", "woq-int8", 0.005, 0.002,
+                0.97},
+        Quality{"babyllama-tok105/model5000.bin", "babyllama_eval.txt", "woq-int4-g128", 0.25, 0.3,
+                0.75},
         Quality{"babyllama-tok105/model5000.bin", "babyllama_eval.txt", "int4-g128", 0.25, 0.3,
                 0.75}));
 
