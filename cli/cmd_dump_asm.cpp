@@ -47,6 +47,7 @@ struct Options {
   std::string scheme = "sym";
   std::string isa;
   std::string epilogue = "f32";
+  std::string activation = "s8";
   Blocking blocking;
   CLI::Option* m_option = nullptr;
   CLI::Option* mr = nullptr;  // the blocking options, to tell which were given
@@ -137,7 +138,13 @@ GemmKey key_of_options(const Options& o) {
   QF_REQUIRE(o.group != 0 || o.k <= kMaxGroup, "--group 0 (per-channel) needs K <= ", kMaxGroup,
              " (int32 accumulator bound), got K = ", o.k, "; pass a group size");
   const PackedHeader header = make_packed_header(o.n, o.k, scheme_of_options(o), epilogue.swiglu);
-  GemmKey key = gemm_key_for(header, epilogue, isa, rows_of_options(o, isa));
+  QF_REQUIRE(o.activation == "s8" || o.activation == "f32", "--activation: '", o.activation,
+             "' is not one of s8|f32");
+  const ActivationKind activation =
+      o.activation == "f32" ? ActivationKind::f32 : ActivationKind::s8;
+  QF_REQUIRE(activation == ActivationKind::s8 || isa != Isa::amx,
+             "--activation f32: weight-only kernels run on zmm or ymm, not on AMX tiles");
+  GemmKey key = gemm_key_for(header, epilogue, isa, rows_of_options(o, isa), activation);
   key.blocking = blocking_of_options(o, key);
   return key;
 }
@@ -152,6 +159,7 @@ nlohmann::json key_json(const GemmKey& key) {
           {"bits", key.bits},
           {"scheme", key.asymmetric ? "asym" : "sym"},
           {"epilogue", epilogue_name(key.epilogue)},
+          {"activation", activation_name(key.activation)},
           {"bucket", bucket_name(key.bucket)},
           {"version", key.version}};
 }
@@ -307,6 +315,8 @@ void register_dump_asm(CLI::App& app) {
   cmd->add_option("--isa", o->isa,
                   "Kernel ISA (avx2|avx-vnni|avx512-vnni|amx; default: best vector ISA here)");
   cmd->add_option("--epilogue", o->epilogue, "Epilogue (" + std::string(kEpilogueNames) + ")");
+  cmd->add_option("--activation", o->activation,
+                  "Activation operand: s8 (W8A8 / W4A8, default) | f32 (weight-only)");
   o->mr = cmd->add_option("--mr", o->blocking.mr, "Rows per register tile (MR)");
   o->nr = cmd->add_option("--nr", o->blocking.nr, "16-column units per register tile (NR)");
   o->k_unroll = cmd->add_option("--k-unroll", o->blocking.k_unroll, "Packed rows per K step");

@@ -158,7 +158,8 @@ enum GemmConstant : int {
   kConstZero,
   kConst255,
   kConstByteSign,     // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
-  kConstFieldMask,    // weight-only: 0xff (int8) or 0xf (int4) in every dword
+  kConstFieldMask,    // weight-only: 0xff (int8) or 0xf (int4) in every dword; zmm int4:
+                      // the floats 0 .. 15 (the vpermps table)
   kConstOperandBias,  // weight-only: the operand bias as a float (128, 8 or 0)
   kConstLaneMasks,    // ymm only: 8 x -1 then 8 x 0 (two vectors)
 };

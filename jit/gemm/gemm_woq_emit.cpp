@@ -9,6 +9,7 @@
 //
 //   for each k of the row: field = (dword >> shift) & mask      (the operand, unsigned)
 //                          acc[r] = fma(float(field), x[r][k] broadcast, acc[r])
+//   (zmm int4: float(field) = vpermps(table 0..15, dword >> shift), one op)
 //
 // The conversion of a field is shared by the tile's rows, so prefill tiles (MR rows)
 // spend MR FMAs per conversion and decode one. The group correction then removes the
@@ -33,24 +34,28 @@ int field_shift(int bits, int i) {
 
 }  // namespace
 
-// out = field `i` of every dword at `at`, as float.
+// out = field `i` of every dword at `at`, as float. zmm int4 needs no mask and no
+// conversion: vpermps reads only the low 4 bits of each index, so the shifted dwords
+// index the table 0.0 .. 15.0 the field-mask register holds (one op for both).
 void GemmGenerator::emit_woq_field(const Xmm& out, const Address& at, int i) {
   const int shift = field_shift(key_.bits, i);
   const bool top = shift + key_.bits == 32;  // the shift leaves nothing above the field
-  if (shift == 0) {
-    if (zmm_)
-      vpandd(out, woq_field_mask(), at);
+  if (zmm_) {
+    if (shift == 0)
+      vmovups(out, at);
     else
-      vpand(out, woq_field_mask(), at);
+      vpsrld(out, at, shift);  // EVEX takes the dwords from memory
+    if (key_.bits == 4) {
+      vpermps(Zmm(out.getIdx()), Zmm(out.getIdx()), Zmm(woq_field_mask().getIdx()));
+      return;
+    }
+    if (!top) vpandd(out, out, woq_field_mask());
+  } else if (shift == 0) {
+    vpand(out, woq_field_mask(), at);
   } else {
     vmovups(out, at);
     vpsrld(out, out, shift);
-    if (!top) {
-      if (zmm_)
-        vpandd(out, out, woq_field_mask());
-      else
-        vpand(out, out, woq_field_mask());
-    }
+    if (!top) vpand(out, out, woq_field_mask());
   }
   vcvtdq2ps(out, out);
 }

@@ -526,6 +526,18 @@ TEST(WeightOnly, RunsWithGptqWeightsAndRefusesActivationMethods) {
           "--smoothquant with --quant woq-int8");
   refused("woq-int8 --act static --calib-text " + calib_text, "--act static with --quant woq-int8");
   refused("woq-int9", "unknown quantization 'woq-int9'");
+
+  const auto listing = test::run_command(kQforge +
+                                         " dump-asm --n 40 --k 256 --group 32 --bits 4 --isa avx2 "
+                                         "--activation f32");
+  ASSERT_EQ(listing.exit_code, 0) << listing.output;
+  EXPECT_NE(listing.output.find("gemm_u8f32_avx2_n40_k256_g32_w4s"), std::string::npos);
+  EXPECT_NE(listing.output.find("vfmadd231ps"), std::string::npos);
+  EXPECT_EQ(listing.output.find("vpmaddubsw"), std::string::npos);
+  const auto tiles =
+      test::run_command(kQforge + " dump-asm --n 40 --k 256 --isa amx --activation f32");
+  EXPECT_NE(tiles.exit_code, 0);
+  EXPECT_NE(tiles.output.find("not on AMX tiles"), std::string::npos) << tiles.output;
 }
 
 TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
