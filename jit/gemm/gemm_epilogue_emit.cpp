@@ -18,12 +18,9 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
     emit_woq_group_correction(rows, units);
   else
     emit_group_correction_rows(rows, units);
-  // The correction's temporaries may include the nibble (or field) mask's register: the
-  // next group's K rows need it back.
-  if (woq_ && groups_ > 1)
-    vmovups(woq_field_mask(), constant(kConstFieldMask));
-  else if (key_.bits == 4 && groups_ > 1)
-    vmovups(nibble_mask(), constant(kConstNibbleMask));
+  // The correction's temporaries may include the nibble mask's register: the next
+  // group's K rows need it back.
+  if (!woq_ && key_.bits == 4 && groups_ > 1) vmovups(nibble_mask(), constant(kConstNibbleMask));
   add(bk_, static_cast<int>(trailer_bytes_));
   add(sums_, 4);
   if (key_.epilogue.output == OutputKind::group_sums) add(out_, static_cast<int>(n_padded_ * 4));

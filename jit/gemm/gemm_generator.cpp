@@ -210,10 +210,7 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
            std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
   // Constant registers (the epilogue of the previous tile may have used them as temps).
-  if (woq_)
-    vmovups(woq_field_mask(), constant(kConstFieldMask));
-  else if (key_.bits == 4)
-    vmovups(nibble_mask(), constant(kConstNibbleMask));
+  if (!woq_ && key_.bits == 4) vmovups(nibble_mask(), constant(kConstNibbleMask));
   // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);

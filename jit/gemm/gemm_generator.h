@@ -67,7 +67,7 @@ class GemmGenerator : public JitGenerator {
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
   // Weight-only (gemm_woq_emit.cpp).
   void emit_woq_packed_row(int rows, int units, int disp_k, int disp_b);
-  void emit_woq_field(const Xmm& out, const Xbyak::Address& at, int field);
+  void emit_woq_field(const Xmm& out, const Xmm& raw, int field);
   void emit_woq_group_correction(int rows, int units);
   // The operand bias of the packed layout (ops/quant/packed_layout.h): 128 for int8,
   // 8 for symmetric int4, 0 for asymmetric int4.
@@ -98,8 +98,8 @@ class GemmGenerator : public JitGenerator {
   Xmm nibble_mask() const;
   Xmm dot_temp() const;
   Xmm woq_field() const { return vec(0); }  // weight-only roles (register_budget.h)
-  Xmm woq_field_mask() const { return vec(1); }
-  Xmm woq_broadcast(int row) const { return vec(2 + row); }
+  Xmm woq_broadcast(int row) const { return vec(1 + row); }
+  Xmm woq_raw(int t) const { return vec(1 + key_.blocking.mr + t); }
   Xmm epilogue_temp(int i) const;  // free after the K loop
   Xbyak::Address constant(int offset) const;
   Xbyak::Address vector_at(const Reg64& base, std::int64_t offset) const;
@@ -138,6 +138,7 @@ class GemmGenerator : public JitGenerator {
 };
 
 // Constant table offsets (one vector each, vector_bytes apart, in emit_constants order).
+inline constexpr int kWoqFieldMasks = 7;  // the int4 fields below the top one
 enum GemmConstant : int {
   kConstOnes16 = 0,
   kConstNibbleMask,
@@ -157,11 +158,12 @@ enum GemmConstant : int {
   kConstExponentBias,
   kConstZero,
   kConst255,
-  kConstByteSign,     // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
-  kConstFieldMask,    // weight-only: 0xff (int8) or 0xf (int4) in every dword; zmm int4:
-                      // the floats 0 .. 15 (the vpermps table)
-  kConstOperandBias,  // weight-only: the operand bias as a float (128, 8 or 0)
-  kConstLaneMasks,    // ymm only: 8 x -1 then 8 x 0 (two vectors)
+  kConstByteSign,    // 0x80 in every byte: u8 operand -> the signed value v (AVX2 int8)
+  kConstFieldMasks,  // weight-only: mask << p for the fields below the top one
+                     // (woq_fields.h): 0xff << 8j (int8, j < 3), 0xf << 4j (int4, j < 7)
+  kConstOperandBias = kConstFieldMasks + kWoqFieldMasks,  // weight-only: the operand
+                                                          // bias as a float (128, 8 or 0)
+  kConstLaneMasks,  // ymm only: 8 x -1 then 8 x 0 (two vectors)
 };
 
 }  // namespace qforge

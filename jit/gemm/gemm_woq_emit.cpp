@@ -7,9 +7,9 @@
 //     dword of column c   int8: [ k0 | k1 | k2 | k3 ]            bytes, low first
 //                         int4: [ k0 k4 | k1 k5 | k2 k6 | k3 k7 ]  nibbles, low first
 //
-//   for each k of the row: field = (dword >> shift) & mask      (the operand, unsigned)
-//                          acc[r] = fma(float(field), x[r][k] broadcast, acc[r])
-//   (zmm int4: float(field) = vpermps(table 0..15, dword >> shift), one op)
+//   for each k of the row: field = dword & (mask << p)  (operand * 2^p; top field: >> p)
+//                          acc[r] = fma(float(field), x[r][k] 2^-p broadcast, acc[r])
+//   (woq_fields.h: the activations are stored pre-scaled, so the product is exact)
 //
 // The conversion of a field is shared by the tile's rows, so prefill tiles (MR rows)
 // spend MR FMAs per conversion and decode one. The group correction then removes the
@@ -18,61 +18,46 @@
 //   C    = acc - bias * xsum                  (bias 128 int8, 8 int4, 0 int4 asymmetric)
 //   fsum = fma(C, scale, fsum)   (asymmetric: fsum = fma(xsum, offset, fsum))
 #include "jit/gemm/gemm_generator.h"
+#include "jit/gemm/woq_fields.h"
 
 namespace qforge {
 
 using namespace Xbyak;
 using namespace Xbyak::util;
 
-namespace {
-
-// Bit position of field i (the i-th k of the packed row) inside a column's dword.
-int field_shift(int bits, int i) {
-  if (bits == 8) return 8 * i;
-  return 8 * (i % 4) + 4 * (i / 4);  // low nibbles hold k 0..3, high nibbles k 4..7
-}
-
-}  // namespace
-
-// out = field `i` of every dword at `at`, as float. zmm int4 needs no mask and no
-// conversion: vpermps reads only the low 4 bits of each index, so the shifted dwords
-// index the table 0.0 .. 15.0 the field-mask register holds (one op for both).
-void GemmGenerator::emit_woq_field(const Xmm& out, const Address& at, int i) {
-  const int shift = field_shift(key_.bits, i);
-  const bool top = shift + key_.bits == 32;  // the shift leaves nothing above the field
-  if (zmm_) {
-    if (shift == 0)
-      vmovups(out, at);
-    else
-      vpsrld(out, at, shift);  // EVEX takes the dwords from memory
-    if (key_.bits == 4) {
-      vpermps(Zmm(out.getIdx()), Zmm(out.getIdx()), Zmm(woq_field_mask().getIdx()));
-      return;
-    }
-    if (!top) vpandd(out, out, woq_field_mask());
-  } else if (shift == 0) {
-    vpand(out, woq_field_mask(), at);
+// out = float(field i of every dword of `raw`) * 2^p: masked in place, or the top field
+// shifted down (woq_fields.h; the activations carry the 2^-p).
+void GemmGenerator::emit_woq_field(const Xmm& out, const Xmm& raw, int i) {
+  const int shift = woq_field_shift(key_.bits, i);
+  if (woq_top_field(key_.bits, i)) {
+    vpsrld(out, raw, shift);
   } else {
-    vmovups(out, at);
-    vpsrld(out, out, shift);
-    if (!top) vpand(out, out, woq_field_mask());
+    const Address mask = constant(kConstFieldMasks + shift / key_.bits);
+    if (zmm_)
+      vpandd(out, raw, mask);
+    else
+      vpand(out, raw, mask);
   }
   vcvtdq2ps(out, out);
 }
 
 // One 64-byte row of every panel in the tile; disp_k is the row's first k in the group.
+// Each vector of operands is loaded once; per k the rows' x are broadcast and every
+// vector's field is converted once and multiplied into all rows.
 void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int disp_b) {
   const int panels = units * panels_per_unit_;
   const int t_count = per_row(units);
   if (key_.blocking.prefetch_distance > 0)
     for (int pp = 0; pp < panels; ++pp)
       prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
+  for (int t = 0; t < t_count; ++t)
+    vmovups(woq_raw(t),
+            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
   for (int i = 0; i < k_per_row_; ++i) {
     for (int r = 0; r < rows; ++r)
       vbroadcastss(woq_broadcast(r), dword[ak_ + r * a_stride_ + (disp_k + i) * 4]);
     for (int t = 0; t < t_count; ++t) {
-      const std::int64_t at = panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_;
-      emit_woq_field(woq_field(), vector_at(bk_, at), i);
+      emit_woq_field(woq_field(), woq_raw(t), i);
       for (int r = 0; r < rows; ++r) vfmadd231ps(acc(r, t), woq_field(), woq_broadcast(r));
     }
   }

@@ -30,8 +30,8 @@ RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
   RegisterPlan plan;
   plan.accumulators = b.mr * per_row;
   if (key.weight_only()) {
-    plan.weights = 1;       // the field being converted (read from memory per k)
-    plan.fixed = 1 + b.mr;  // field mask, one x broadcast per row
+    plan.weights = 1 + per_row;  // the field being converted, the row's operand vectors
+    plan.fixed = b.mr;           // one x broadcast per row
   } else {
     plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;
     plan.fixed = 1 + (key.bits == 4 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp

@@ -11,8 +11,8 @@
 //                                     w and |w|), from register 0 up
 //   fixed            1 broadcast (+ nibble mask, + one AVX2 dot temp; AVX2's 0x80 and
 //                    ones16 constants are memory operands)
-//   weight-only      weights 1 (the converted field; operands are read from memory per
-//                    k), fixed 1 + MR (field mask, x broadcast per row)
+//   weight-only      weights 1 + T (the converted field, the packed row's operand
+//                    vectors), fixed MR (x broadcast per row); masks are memory operands
 // The epilogue needs kEpilogueTemps registers besides the live sums.
 //
 // V is the whole panel (1 zmm or 2 ymm) except for the ymm SwiGLU GEMM (M > 1): there a

@@ -78,29 +78,27 @@ void GemmGenerator::emit_constants() {
   };
   align(64);
   L(constants_);
-  splat(0x00010001u);                    // kConstOnes16
-  splat(0x0f0f0f0fu);                    // kConstNibbleMask
-  splat(bits_of(0.5f));                  // kConstHalf
-  splat(bits_of(-87.0f));                // kConstExpLo
-  splat(bits_of(88.0f));                 // kConstExpHi
-  splat(bits_of(1.44269504088896341f));  // kConstLog2e
-  splat(bits_of(0.693359375f));          // kConstLn2Hi
-  splat(bits_of(-2.12194440e-4f));       // kConstLn2Lo
-  splat(bits_of(1.9875691500e-4f));      // kConstExpP0
-  splat(bits_of(1.3981999507e-3f));      // kConstExpP1
-  splat(bits_of(8.3334519073e-3f));      // kConstExpP2
-  splat(bits_of(4.1665795894e-2f));      // kConstExpP3
-  splat(bits_of(1.6666665459e-1f));      // kConstExpP4
-  splat(bits_of(5.0000001201e-1f));      // kConstExpP5
-  splat(bits_of(1.0f));                  // kConstOne
-  splat(127u);                           // kConstExponentBias
-  splat(0u);                             // kConstZero
-  splat(bits_of(255.0f));                // kConst255
-  splat(0x80808080u);                    // kConstByteSign
-  if (zmm_ && key_.bits == 4)            // kConstFieldMask: zmm int4, the table 0.0 .. 15.0
-    for (int i = 0; i < lanes; ++i) dd(bits_of(float(i)));
-  else
-    splat(key_.bits == 8 ? 0xffu : 0xfu);           // kConstFieldMask
+  splat(0x00010001u);                       // kConstOnes16
+  splat(0x0f0f0f0fu);                       // kConstNibbleMask
+  splat(bits_of(0.5f));                     // kConstHalf
+  splat(bits_of(-87.0f));                   // kConstExpLo
+  splat(bits_of(88.0f));                    // kConstExpHi
+  splat(bits_of(1.44269504088896341f));     // kConstLog2e
+  splat(bits_of(0.693359375f));             // kConstLn2Hi
+  splat(bits_of(-2.12194440e-4f));          // kConstLn2Lo
+  splat(bits_of(1.9875691500e-4f));         // kConstExpP0
+  splat(bits_of(1.3981999507e-3f));         // kConstExpP1
+  splat(bits_of(8.3334519073e-3f));         // kConstExpP2
+  splat(bits_of(4.1665795894e-2f));         // kConstExpP3
+  splat(bits_of(1.6666665459e-1f));         // kConstExpP4
+  splat(bits_of(5.0000001201e-1f));         // kConstExpP5
+  splat(bits_of(1.0f));                     // kConstOne
+  splat(127u);                              // kConstExponentBias
+  splat(0u);                                // kConstZero
+  splat(bits_of(255.0f));                   // kConst255
+  splat(0x80808080u);                       // kConstByteSign
+  for (int j = 0; j < kWoqFieldMasks; ++j)  // kConstFieldMasks
+    splat(key_.bits == 8 ? (j < 3 ? 0xffu << (8 * j) : 0u) : 0xfu << (4 * j));
   splat(bits_of(float(woq_operand_bias())));        // kConstOperandBias
   for (int i = 0; i < lanes; ++i) dd(0xffffffffu);  // kConstLaneMasks: -1 x lanes,
   for (int i = 0; i < lanes; ++i) dd(0u);           //                  0 x lanes

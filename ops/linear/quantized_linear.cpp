@@ -223,6 +223,8 @@ void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs&
 void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& args, void* out,
                               std::int64_t ldc, ThreadPool& pool) const {
   QF_REQUIRE(weight_only(), "linear: an int8-activation layer takes quantized activations");
+  QF_REQUIRE(x.bits == weights_.bits(), "linear: f32 activations laid out for ", x.bits,
+             "-bit weights, the layer's are ", weights_.bits(), "-bit");
   if (isa_ == Isa::reference) {
     gemm_reference(weights_, x, epilogue_, args, out, ldc);
     return;
@@ -245,7 +247,7 @@ void QuantizedLinear::forward_weight_only(const float* x, std::int64_t m, std::i
                                           FloatActivations& scratch, const EpilogueArgs& args,
                                           void* out, std::int64_t ldc, ThreadPool& pool) const {
   prepare_float_activations(scratch, m, weights_.k(), weights_.header.k_padded,
-                            weights_.header.group);
+                            weights_.header.group, weights_.bits());
   copy_float_activation_rows(x, ldx, 0, m, scratch);
   forward(scratch, args, out, ldc, pool);
 }

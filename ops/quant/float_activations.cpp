@@ -1,16 +1,42 @@
 #include "ops/quant/float_activations.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include <cmath>
+
 #include "jit/base/error.h"
+#include "jit/gemm/woq_fields.h"
 
 namespace qforge {
+namespace {
+
+// 2^-e for each k of a packed row (e = woq_activation_exponent), powers of two: exact.
+struct FieldScales {
+  float factor[8];
+  explicit FieldScales(int bits) {
+    for (int i = 0; i < woq_fields_per_row(bits); ++i)
+      factor[i] = std::ldexp(1.f, -woq_activation_exponent(bits, i));
+  }
+};
+
+}  // namespace
+
+float FloatActivations::value(std::int64_t r, std::int64_t i) const {
+  const int fields = woq_fields_per_row(bits);
+  return std::ldexp(row(r)[i], woq_activation_exponent(bits, static_cast<int>(i % fields)));
+}
 
 void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64_t k,
-                               std::int64_t k_padded, std::int64_t group) {
-  QF_REQUIRE(m > 0 && k > 0 && group > 0 && k_padded >= k && k_padded % group == 0,
-             "activations: bad shape M ", m, ", K ", k, ", Kp ", k_padded, ", g ", group);
-  if (out.m == m && out.k == k && out.k_padded == k_padded && out.group == group) return;
+                               std::int64_t k_padded, std::int64_t group, int bits) {
+  QF_REQUIRE(m > 0 && k > 0 && group > 0 && k_padded >= k && k_padded % group == 0 &&
+                 (bits == 8 || bits == 4) && group % woq_fields_per_row(bits) == 0,
+             "activations: bad shape M ", m, ", K ", k, ", Kp ", k_padded, ", g ", group, ", bits ",
+             bits);
+  if (out.m == m && out.k == k && out.k_padded == k_padded && out.group == group &&
+      out.bits == bits)
+    return;
+  out.bits = bits;
   const std::int64_t stride = static_cast<std::int64_t>(round_up(k_padded * 4, kCacheLine));
   out.m = m;
   out.k = k;
@@ -26,14 +52,19 @@ void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t f
                                 std::int64_t count, FloatActivations& out) {
   QF_REQUIRE(first >= 0 && count >= 0 && first + count <= out.m, "activations: rows [", first, ", ",
              first + count, ") outside the ", out.m, " prepared");
+  const FieldScales scales(out.bits);
+  const std::int64_t fields = woq_fields_per_row(out.bits);
   for (std::int64_t r = first; r < first + count; ++r) {
     const float* src = x + r * ldx;
     float* dst = out.x.data() + r * (out.row_stride / 4);
-    std::memcpy(dst, src, static_cast<std::size_t>(out.k) * sizeof(float));
     float* sums = out.group_sums.data() + r * out.groups();
     for (std::int64_t j = 0; j < out.groups(); ++j) {
+      const std::int64_t begin = j * out.group, end = std::min(out.k, begin + out.group);
       float s = 0.f;
-      for (std::int64_t i = j * out.group; i < (j + 1) * out.group; ++i) s += dst[i];
+      for (std::int64_t i = begin; i < end; ++i) {
+        s += src[i];
+        dst[i] = src[i] * scales.factor[i % fields];
+      }
       sums[j] = s;
     }
   }

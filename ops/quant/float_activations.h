@@ -2,8 +2,11 @@
 // way the kernels stream them, and the per-group sums the operand-bias correction needs.
 //
 //   row r: Kp floats at x + r * row_stride bytes (row_stride a multiple of 64 >= 4 Kp);
-//          k in [K, Kp) holds 0, so padded weights contribute nothing
-//   sums[r][j] = sum of x[r][k] over group j, in float, k in order
+//          k in [K, Kp) holds 0, so padded weights contribute nothing; x[k] is stored
+//          times 2^-e(k), e the bit position at which the kernel finds k's operand
+//          (jit/gemm/woq_fields.h: the kernel masks the operand in place, so the product
+//          comes out exact)
+//   sums[r][j] = sum of x[r][k] over group j (unscaled), in float, k in order
 //
 // With v = operand - bias (ops/quant/packed_layout.h) a weight-only kernel forms per
 // group j and column n
@@ -20,6 +23,7 @@ namespace qforge {
 
 struct FloatActivations {
   std::int64_t m = 0, k = 0, k_padded = 0, group = 0;
+  int bits = 8;                     // of the weights: decides the stored scaling
   std::int64_t row_stride = 0;      // bytes between rows
   AlignedBuffer<float> x;           // m x row_stride / 4 floats
   AlignedBuffer<float> group_sums;  // m x groups
@@ -27,12 +31,14 @@ struct FloatActivations {
   std::int64_t groups() const { return k_padded / group; }
   const float* row(std::int64_t r) const { return x.data() + r * (row_stride / 4); }
   const float* sums(std::int64_t r) const { return group_sums.data() + r * groups(); }
+  // x[r][i] itself (the stored value times 2^e).
+  float value(std::int64_t r, std::int64_t i) const;
 };
 
 // Sizes `out` for M rows of K values grouped by `group` into Kp (no-op when nothing
 // changed, so buffers are reused across calls; the padding is zeroed once).
 void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64_t k,
-                               std::int64_t k_padded, std::int64_t group);
+                               std::int64_t k_padded, std::int64_t group, int bits);
 
 // Copies rows [first, first + count) of x (leading dimension ldx floats, x pointing at
 // row 0) into `out` and sums their groups: what a thread of a split call prepares.

@@ -46,7 +46,8 @@ float dequantized_output(const PackedWeights& w, const QuantizedActivations& x, 
 }
 
 void check_shapes(const PackedWeights& w, const FloatActivations& x) {
-  QF_REQUIRE(x.k == w.k() && x.k_padded == w.header.k_padded && x.group == w.header.group,
+  QF_REQUIRE(x.k == w.k() && x.k_padded == w.header.k_padded && x.group == w.header.group &&
+                 x.bits == w.bits(),
              "gemm: activations (K ", x.k, ", Kp ", x.k_padded, ", g ", x.group,
              ") do not match the weights (K ", w.k(), ", Kp ", w.header.k_padded, ", g ",
              w.header.group, ")");
@@ -58,14 +59,13 @@ float dequantized_output(const PackedWeights& w, const FloatActivations& x, std:
   const PackedGeometry& geo = w.geometry;
   const std::int64_t g = w.header.group;
   const int bias = operand_bias(w.bits(), w.asymmetric());
-  const float* row = x.row(m);
   double y = 0;
   for (std::int64_t j = 0; j < geo.groups; ++j) {
     const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
     const std::uint8_t* trailer = group + geo.group_data_bytes;
     double c = 0;
     for (std::int64_t i = 0; i < g; ++i)
-      c += double(row[j * g + i]) * (packed_operand(group, w.bits(), lane, i) - bias);
+      c += double(x.value(m, j * g + i)) * (packed_operand(group, w.bits(), lane, i) - bias);
     y += c * group_scale(trailer, lane);
     if (w.asymmetric()) y += double(x.sums(m)[j]) * group_offset(trailer, lane);
   }

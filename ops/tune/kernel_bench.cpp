@@ -89,7 +89,7 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
     Rows rows;
     const auto x = pseudo_random(m * shape.k, 4, 1.f);
     if (shape.weight_only()) {
-      prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group);
+      prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group, shape.bits);
       copy_float_activation_rows(x.data(), shape.k, 0, m, rows.xf);
     } else {
       prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);

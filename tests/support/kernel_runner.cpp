@@ -51,7 +51,7 @@ double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, 
     const std::uint8_t* trailer = group + geo.group_data_bytes;
     double sum = 0;
     for (std::int64_t i = 0; i < g; ++i)
-      sum += std::fabs(x.row(m)[j * g + i]) * (packed_operand(group, w.bits(), lane, i) + bias);
+      sum += std::fabs(x.value(m, j * g + i)) * (packed_operand(group, w.bits(), lane, i) + bias);
     magnitude += sum * std::fabs(group_scale(trailer, lane));
     if (w.asymmetric()) magnitude += std::fabs(x.sums(m)[j] * group_offset(trailer, lane));
   }
@@ -81,7 +81,8 @@ std::string check_kernel(const KernelCase& c) {
   QuantizedActivations xq;
   FloatActivations xf;
   if (weight_only) {
-    prepare_float_activations(xf, m, k, packed.header.k_padded, packed.header.group);
+    prepare_float_activations(xf, m, k, packed.header.k_padded, packed.header.group,
+                              packed.header.bits);
     copy_float_activation_rows(x.data(), k, 0, m, xf);
   } else {
     prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
