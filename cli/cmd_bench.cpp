@@ -252,6 +252,9 @@ void print_table(const std::vector<nlohmann::json>& rows) {
     if (r.contains("amx_peak_ratio"))
       std::printf("; %.3f of the tdpbsud peak (%.1f GOPS)", r["amx_peak_ratio"].get<double>(),
                   r["amx_peak_gops"].get<double>());
+    std::printf("; %.3f of the %s peak (%.1f GFLOPS)", r["prefill_fma_ratio"].get<double>(),
+                r["fma_peak_instruction"].get<std::string>().c_str(),
+                r["fma_peak_gflops"].get<double>());
     std::printf("\n");
   }
 }
@@ -266,6 +269,7 @@ void bench(Options o) {
   // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);
+  const double fma_peak = fma_peak_gflops(threads);  // weight-only and f32 prefill's limit
   std::string amx_missing;
   const double amx_peak = amx_peak_gops(threads, 2'000'000, &amx_missing);
   std::vector<nlohmann::json> rows;
@@ -295,6 +299,10 @@ void bench(Options o) {
     r["dot_peak_instruction"] = dot_peak_instruction();
     r["prefill_gops"] = prefill_gops;
     r["prefill_peak_ratio"] = peak_gops > 0 ? prefill_gops / peak_gops : 0.0;
+    // Weight-only (and f32) prefill multiplies in floating point: the FMA peak is its limit.
+    r["fma_peak_gflops"] = fma_peak;
+    r["fma_peak_instruction"] = fma_peak_instruction();
+    r["prefill_fma_ratio"] = fma_peak > 0 ? prefill_gops / fma_peak : 0.0;
     // On AMX hosts prefill runs on tiles: its limit is the tdpbsud peak.
     r["amx_peak_gops"] = amx_peak;
     if (r["prefill_on_amx"].get<bool>() && amx_peak > 0)

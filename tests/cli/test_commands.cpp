@@ -91,8 +91,11 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
                               "read_gbps_before",
                               "read_gbps_after",
                               "decode_gbps",
-                              "bw_ratio"})
+                              "bw_ratio",
+                              "fma_peak_gflops",
+                              "prefill_fma_ratio"})
       EXPECT_TRUE(j.contains(field)) << field << " missing in " << j.dump();
+    EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0);
     // The limit is the better of the samples taken around this precision's run.
     EXPECT_GT(j["read_gbps_before"].get<double>(), 0);
     EXPECT_GT(j["read_gbps_after"].get<double>(), 0);
