@@ -87,7 +87,7 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   }
   QF_REQUIRE(!(o.smoothquant && o.awq),
              "--smoothquant and --awq: both rescale the linear inputs; give one of them");
-  const bool weight_only = precision.quantized && !precision.native && precision.scheme.weight_only;
+  const bool weight_only = precision.quantized && precision.scheme.weight_only;
   QF_REQUIRE(!(weight_only && o.smoothquant), "--smoothquant with --quant ",
              to_string(precision.scheme),
              ": SmoothQuant moves activation outliers into the weights for int8 activations; a "

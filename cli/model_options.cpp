@@ -15,8 +15,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
   if (with_quant)
     cmd->add_option("--quant", o.quant,
                     "f32 | bf16 | int8 | int8-g<G>[-asym] | int4-g<G>[-asym] | native; "
-                    "woq-<scheme> (woq-int8, woq-int4-g128...) for weight-only: the same weights, "
-                    "f32 activations (default: native for a quantized GGUF, else int8)");
+                    "woq-<scheme> (woq-int8, woq-int4-g128..., woq-native) for weight-only: the "
+                    "same weights, f32 activations (default: native for a quantized GGUF, else "
+                    "int8)");
   if (with_quant) add_method_options(cmd, o.methods);
   cmd->add_option("--lm-head", o.lm_head,
                   "Classifier precision with int8/int4: int8 (default) | bf16 | f32; a native "

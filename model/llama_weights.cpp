@@ -127,14 +127,17 @@ TensorChoice dense_choice(const Precision& p) {
 
 QuantScheme classifier_scheme(const Precision& p) {
   QuantScheme scheme = kPerChannelInt8;
-  scheme.weight_only = !p.native && p.scheme.weight_only;
+  scheme.weight_only = p.scheme.weight_only;
   return scheme;
 }
 
 TensorChoice default_choice(const Precision& p, Role role) {
   if (!p.quantized)  // the embedding table of a dense model is f32 (a lookup, no matmul)
     return role == Role::embedding ? TensorChoice{TensorChoice::Kind::f32, {}} : dense_choice(p);
-  const TensorChoice native{TensorChoice::Kind::native, {}};
+  // woq-native: the file's blocks on the weight-only kernels.
+  QuantScheme native_scheme{};
+  native_scheme.weight_only = p.scheme.weight_only;
+  const TensorChoice native{TensorChoice::Kind::native, native_scheme};
   switch (role) {
     case Role::embedding:
       return p.native ? native : TensorChoice{TensorChoice::Kind::quantized, kPerChannelInt8};
@@ -210,6 +213,7 @@ class PolicyPlanner {
 
   // What "native" means for a tensor without a native form.
   TensorChoice fallback(Role role) const {
+    if (role == Role::embedding) return {TensorChoice::Kind::quantized, kPerChannelInt8};
     return {TensorChoice::Kind::quantized,
             role == Role::linear ? precision_.scheme : classifier_scheme(precision_)};
   }
@@ -288,7 +292,7 @@ class LayerBuilder {
     for (const TensorView* t : tensors) n += t->rows;
     if (choice.kind == TensorChoice::Kind::native)
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
-                                         fusion);
+                                         fusion, activation_of(choice.scheme));
     const QuantScheme& scheme = choice.scheme;
     if (!is_dense(choice))
       if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
@@ -314,7 +318,7 @@ class LayerBuilder {
       const TensorView* u[] = {&up};
       return std::make_unique<JitLinear>(
           pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
-          LinearFusion::swiglu);
+          LinearFusion::swiglu, activation_of(choice.scheme));
     }
     const QuantScheme& scheme = choice.scheme;
     if (!is_dense(choice)) {
@@ -348,7 +352,8 @@ class LayerBuilder {
 // file's type for a native layer ("Q4_0").
 // A prequantized layer adds its method ("int4-g128 gptq").
 std::string describe(const TensorChoice& choice, const TensorView& source, const ModelFile& model) {
-  if (choice.kind == TensorChoice::Kind::native) return std::string(ggml_type_name(source.type));
+  if (choice.kind == TensorChoice::Kind::native)
+    return std::string(ggml_type_name(source.type)) + (choice.scheme.weight_only ? " woq" : "");
   if (choice.kind == TensorChoice::Kind::quantized &&
       model.prequantized(source.name, choice.scheme))
     return to_string(choice) + " " + model.prequantized_method(source.name);
@@ -405,13 +410,14 @@ Precision parse_precision(std::string_view quant, std::string_view lm_head) {
   if (quant == "f32" || quant == "bf16") {
     precision.quantized = false;
     precision.dense = quant == "bf16" ? DenseType::bf16 : DenseType::f32;
-  } else if (quant.empty() || quant == "native") {
+  } else if (quant.empty() || quant == "native" || quant == "woq-native") {
     precision.native = true;  // tensors without a native form get int8 per-channel
+    precision.scheme.weight_only = quant == "woq-native";
   } else {
     try {
       precision.scheme = parse_quant_scheme(quant, "--quant");
     } catch (const Error& e) {
-      fail(e.what(), "; or f32, bf16, native");
+      fail(e.what(), "; or f32, bf16, native, woq-native");
     }
     validate(precision.scheme);
   }
@@ -433,9 +439,10 @@ std::string to_string(const Precision& precision) {
   const std::string kv =
       precision.kv == KvType::f32 ? "" : std::string(", kv ") + to_string(precision.kv);
   if (!precision.quantized) return dense + kv;
-  std::string out = precision.native
-                        ? "native (Q8_0/Q4_0/Q4_1 kept; else " + to_string(precision.scheme) + ")"
-                        : to_string(precision.scheme);
+  std::string out = precision.native ? std::string(precision.scheme.weight_only ? "woq-" : "") +
+                                           "native (Q8_0/Q4_0/Q4_1 kept; else " +
+                                           to_string(precision.scheme) + ")"
+                                     : to_string(precision.scheme);
   if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";
   return out + kv;
 }

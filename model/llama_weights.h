@@ -56,7 +56,8 @@ struct Precision {
 };
 
 // "f32" | "bf16" | "int8" | "int8-g<G>[-asym]" | "int4-g<G>[-asym]" | "native" | "" (=
-// native: a quantized GGUF keeps its own quantization, anything else gets int8); lm_head
+// native: a quantized GGUF keeps its own quantization, anything else gets int8), each
+// scheme and native also as "woq-..." (weight-only: f32 activations); lm_head
 // "" (the default for the mode), "int8", "f32" or "bf16". Throws qforge::Error naming the
 // option.
 Precision parse_precision(std::string_view quant, std::string_view lm_head = "");

@@ -530,6 +530,31 @@ TEST(WeightOnly, RunsWithGptqWeightsAndRefusesActivationMethods) {
   refused("woq-int8 --act static --calib-text " + calib_text, "--act static with --quant woq-int8");
   refused("woq-int9", "unknown quantization 'woq-int9'");
 
+  // woq-native: a file's Q4_0 blocks on the weight-only kernels, exactly what quantizing
+  // the f32 file at load computes (the same integers, the same kernels).
+  const std::string q4 = temp_path("woq-q4.gguf");
+  const auto written = test::run_command(kQforge + " quantize -m " + stories() + " -o " + q4 +
+                                         " --quant int4-g32 --keep token_embd --keep output");
+  ASSERT_EQ(written.exit_code, 0) << written.output;
+  const auto native = test::run_command(kQforge + " perplexity -m " + q4 + " -f " + eval_text() +
+                                        " --ctx 256 -t 2 --json --quant woq-native");
+  ASSERT_EQ(native.exit_code, 0) << native.output;
+  // (ffn_down's rows, 172 long, are no whole blocks of 32: the file keeps them in f32 and
+  // the native run gives them the fallback, woq-int8)
+  const auto from_f32 =
+      test::run_command(base + "woq-int4-g32 --tensor-type 'blk.*.ffn_down=woq-int8'");
+  ASSERT_EQ(from_f32.exit_code, 0) << from_f32.output;
+  const auto n = json_lines(native.output), f = json_lines(from_f32.output);
+  ASSERT_EQ(n.size(), 1u);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(n[0]["policy"].get<std::string>().find("attn_qkv Q4_0 woq x5"), std::string::npos)
+      << n[0].dump();
+  EXPECT_EQ(n[0]["policy"].get<std::string>(),
+            "token_embd int8, attn_qkv Q4_0 woq x5, attn_output Q4_0 woq x5, ffn_gate_up Q4_0 "
+            "woq x5, ffn_down woq-int8 x5, output woq-int8");
+  EXPECT_EQ(n[0]["perplexity"].get<double>(), f[0]["perplexity"].get<double>());
+  std::filesystem::remove(q4);
+
   const auto listing = test::run_command(kQforge +
                                          " dump-asm --n 40 --k 256 --group 32 --bits 4 --isa avx2 "
                                          "--activation f32");
