@@ -27,10 +27,15 @@ void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float*
     args.residual = out;
     args.ld_residual = ldc;
   }
-  if (linear_.weight_only())
-    linear_.forward_weight_only(x, m, ldx, float_scratch_, args, out, ldc, pool);
-  else
+  if (linear_.weight_only()) {
+    // One f32 copy of the activations per thread, shared by the weight-only layers the
+    // thread runs one after another (a prefill chunk's rows x K floats; its buffers only
+    // grow), not one per layer.
+    static thread_local FloatActivations float_scratch;
+    linear_.forward_weight_only(x, m, ldx, float_scratch, args, out, ldc, pool);
+  } else {
     linear_.forward(x, m, ldx, scratch_, args, out, ldc, pool, static_scale_);
+  }
 }
 
 void JitLinear::set_static_activation_scale(float scale) {

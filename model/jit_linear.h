@@ -41,7 +41,6 @@ class JitLinear final : public LinearLayer {
   LinearFusion fusion_;
   float static_scale_ = 0.f;
   QuantizedActivations scratch_;
-  FloatActivations float_scratch_;  // weight-only
 };
 
 }  // namespace qforge

@@ -43,9 +43,12 @@ void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64
   out.k_padded = k_padded;
   out.group = group;
   out.row_stride = stride;
-  out.x.resize(m * stride / 4);
-  out.group_sums.resize(m * (k_padded / group));
-  std::memset(out.x.data(), 0, m * stride);  // padding: x = 0
+  // The buffers only grow, so one scratch serves layers of every shape without
+  // reallocating; copy_float_activation_rows writes each row's padding.
+  const auto floats = static_cast<std::size_t>(m * stride / 4);
+  const auto sums = static_cast<std::size_t>(m * (k_padded / group));
+  if (out.x.size() < floats) out.x.resize_for_overwrite(floats);
+  if (out.group_sums.size() < sums) out.group_sums.resize_for_overwrite(sums);
 }
 
 void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t first,
@@ -67,6 +70,7 @@ void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t f
       }
       sums[j] = s;
     }
+    std::memset(dst + out.k, 0, static_cast<std::size_t>(out.k_padded - out.k) * sizeof(float));
   }
 }
 

@@ -35,13 +35,13 @@ struct FloatActivations {
   float value(std::int64_t r, std::int64_t i) const;
 };
 
-// Sizes `out` for M rows of K values grouped by `group` into Kp (no-op when nothing
-// changed, so buffers are reused across calls; the padding is zeroed once).
+// Sizes `out` for M rows of K values grouped by `group` into Kp. The buffers only grow,
+// so one FloatActivations can serve every layer of a model in turn.
 void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64_t k,
                                std::int64_t k_padded, std::int64_t group, int bits);
 
 // Copies rows [first, first + count) of x (leading dimension ldx floats, x pointing at
-// row 0) into `out` and sums their groups: what a thread of a split call prepares.
+// row 0) into `out` (zeros in [K, Kp)) and sums their groups.
 void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t first,
                                 std::int64_t count, FloatActivations& out);
 

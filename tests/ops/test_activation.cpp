@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "jit/base/error.h"
+#include "jit/gemm/woq_fields.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 #include "tests/support/random_data.h"
 
 namespace qforge {
@@ -166,6 +168,43 @@ TEST(Activation, StaticScaleRefusesBadScalesAndNonFiniteInput) {
         EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
       }
     }
+}
+
+// The weight-only operand: each x[k] stored times 2^-e (e the bit position of k's operand
+// field, 0 for the top field), zeros in [K, Kp) even in a buffer a larger shape used
+// before, and the group sums of the unscaled values in k order.
+TEST(FloatActivations, ScaledRowsZeroPaddingAndGroupSums) {
+  FloatActivations big, reused;
+  const auto wide = test::random_floats(3 * 300, 5, 100.f);
+  prepare_float_activations(reused, 3, 300, 320, 64, 4);
+  copy_float_activation_rows(wide.data(), 300, 0, 3, reused);
+  for (int bits : {8, 4})
+    for (std::int64_t k : {1, 37, 64, 100}) {
+      const std::int64_t g = 32, kp = (k + g - 1) / g * g;
+      const auto x = test::random_floats(2 * (k + 3), 7 + k, 3.f);
+      prepare_float_activations(reused, 2, k, kp, g, bits);
+      copy_float_activation_rows(x.data(), k + 3, 0, 2, reused);
+      prepare_float_activations(big, 2, k, kp, g, bits);
+      copy_float_activation_rows(x.data(), k + 3, 0, 2, big);
+      for (std::int64_t r = 0; r < 2; ++r) {
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const int fields = woq_fields_per_row(bits);
+          const float want =
+              i < k ? std::ldexp(x[r * (k + 3) + i],
+                                 -woq_activation_exponent(bits, static_cast<int>(i % fields)))
+                    : 0.f;
+          ASSERT_EQ(reused.row(r)[i], want) << bits << " K " << k << " row " << r << " k " << i;
+          ASSERT_EQ(big.row(r)[i], want);
+          ASSERT_EQ(reused.value(r, i), i < k ? x[r * (k + 3) + i] : 0.f);
+        }
+        for (std::int64_t j = 0; j < kp / g; ++j) {
+          float sum = 0.f;
+          for (std::int64_t i = j * g; i < std::min(k, (j + 1) * g); ++i) sum += x[r * (k + 3) + i];
+          EXPECT_EQ(reused.sums(r)[j], sum);
+        }
+      }
+    }
+  EXPECT_THROW(prepare_float_activations(big, 2, 64, 64, 36, 4), Error);  // g % 8 != 0
 }
 
 }  // namespace
