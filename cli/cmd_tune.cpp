@@ -155,7 +155,8 @@ void register_tune(CLI::App& app) {
       app.add_subcommand("tune", "Measure the best kernel blockings for a model on this CPU");
   cmd->add_option("-m,--model", options->model, "Model file (GGUF or llama2.c .bin)")->required();
   cmd->add_option("--quant", options->quant,
-                  "int8 | int8-g<G>[-asym] | int4-g<G>[-asym] (default int8)");
+                  "int8 | int8-g<G>[-asym] | int4-g<G>[-asym], or woq-<scheme> (weight-only "
+                  "kernels) (default int8)");
   cmd->add_option("-t,--threads", options->threads, "Threads (default: physical cores)");
   cmd->add_option("--budget-seconds", options->budget_seconds,
                   "Time for the whole command (default 60)");

@@ -8,7 +8,8 @@
 //         "asymmetric": false, "epilogue": "deq-res-f32", "m_bucket": "m1", "threads": 2,
 //         "blocking": { "mr": 1, "nr": 2, "k_unroll": 8, "prefetch_distance": 512 },
 //         "default_us": 412.0, "tuned_us": 371.5,                        (informational)
-//         "amx_min_m": 32, "gemm_min_m": 5, "thread_split": "units" }    (optional)
+//         "amx_min_m": 32, "gemm_min_m": 5, "thread_split": "units",     (optional)
+//         "activation": "f32" }                     (optional: weight-only kernels; s8)
 //     ] }
 //
 // Loading never throws: a file for another signature, format or generator version, or a

@@ -41,8 +41,9 @@ TuningDb sample_db() {
   for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
     for (const Epilogue& e : {plain, swiglu, residual, bias_u8})
       for (MBucket bucket : {MBucket::one, MBucket::small, MBucket::large}) {
-        const GemmKey key = shape(isa, 2048 + 16 * i, 5632, i % 2 ? 128 : 5632, i % 3 ? 8 : 4,
-                                  i % 5 == 0, e, bucket);
+        GemmKey key = shape(isa, 2048 + 16 * i, 5632, i % 2 ? 128 : 5632, i % 3 ? 8 : 4, i % 5 == 0,
+                            e, bucket);
+        if (i % 7 == 3) key.activation = ActivationKind::f32;  // weight-only kernels
         TunedKernel t;
         t.blocking = default_blocking(key);
         t.blocking.k_unroll = 1 + i % 8;
@@ -201,6 +202,7 @@ TEST(TuningDb, InvalidEntriesAreDroppedWithAWarningAndTheRestKept) {
       {with_change("\"epilogue\": \"deq-f32\"", "\"epilogue\": \"deq-gelu-f32\""), "epilogue"},
       {with_change("\"threads\": 2", "\"threads\": 0"), "threads"},
       {with_change("\"g\": 512", "\"g\": 100"), "g must"},
+      {with_change("\"bits\": 8", "\"bits\": 8, \"activation\": \"f16\""), "activation"},
   };
   for (const auto& [broken, says] : bad) {
     std::string text = good;
