@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "bench/bench_weights.h"
 #include "bench/onednn_matmul.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
@@ -35,21 +36,6 @@
 
 namespace qforge::bench {
 namespace {
-
-int rotation_copies(std::int64_t m, std::int64_t bytes) {
-  if (m > 4) return 1;
-  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
-}
-
-PackedWeights copy_of(const PackedWeights& p) {
-  PackedWeights out;
-  out.header = p.header;
-  out.geometry = p.geometry;
-  out.data.resize(p.data.size());
-  std::memcpy(out.data.data(), p.data.data(), p.data.size());
-  return out;
-}
 
 // Args: N, K, M, bits, threads, swiglu. With swiglu = 1 the layer is a fused gate/up
 // pair (2 N x K weights, N outputs silu(g) * u) and oneDNN runs the unfused 2N x K matmul.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_timing.h"
+#include "bench/bench_weights.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/tune/machine_limits.h"
 #include "ops/linear/quantized_linear.h"
@@ -29,21 +30,6 @@
 
 namespace qforge::bench {
 namespace {
-
-int rotation_copies(std::int64_t m, std::int64_t bytes) {
-  if (m > 4) return 1;
-  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
-}
-
-PackedWeights copy_of(const PackedWeights& p) {
-  PackedWeights out;
-  out.header = p.header;
-  out.geometry = p.geometry;
-  out.data.resize(p.data.size());
-  std::memcpy(out.data.data(), p.data.data(), p.data.size());
-  return out;
-}
 
 // Args: N, K, M, bits (8: int8 per-channel, 4: int4-g128), threads.
 void BM_WeightOnly(benchmark::State& state) {

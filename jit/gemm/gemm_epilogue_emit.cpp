@@ -39,11 +39,8 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const int t_count = per_row(units);
   const bool asym = key_.asymmetric;
   const int shift = correction_shift();
-  const Xmm correction = epilogue_temp(0), xsum = epilogue_temp(1), spill = epilogue_temp(2);
-  const Xmm scale = epilogue_temp(3), offset = epilogue_temp(4);
+  const Xmm correction = epilogue_temp(0), xsum = epilogue_temp(1);
   const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
-  // 16 f16 lanes of a panel: vector v's are 2 * lanes bytes from the panel's first.
-  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
   for (int r = 0; r < rows; ++r) {
     const Address row_xsum = dword[sums_ + r * groups_ * 4];
     if (shift) {
@@ -65,21 +62,34 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
         continue;
       }
       vcvtdq2ps(sum, sum);
-      vcvtph2ps(scale, f16_at(trailer));
-      if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
-      if (groups_ == 1) {
-        vmulps(sum, sum, scale);
-        if (asym) vfmadd231ps(sum, xsum, offset);
-      } else if (!plan_.float_sums_in_memory) {
-        vfmadd231ps(fsum(r, t), sum, scale);
-        if (asym) vfmadd231ps(fsum(r, t), xsum, offset);
-      } else {
-        vmovups(spill, fsum_spill(r, t));
-        vfmadd231ps(spill, sum, scale);
-        if (asym) vfmadd231ps(spill, xsum, offset);
-        vmovups(fsum_spill(r, t), spill);
-      }
+      emit_scaled_group_sum(r, t, trailer, xsum);
     }
+  }
+}
+
+// The float C of row r, vector t (in acc(r, t)) into its sums: fsum = fma(C, scale, fsum)
+// (+ fma(xsum, offset, fsum) asymmetric; xsum a float broadcast), in registers, in the
+// frame, or, for a single group, y = C * scale (+ xsum * offset) left in acc(r, t).
+// `trailer` is the vector's scales' offset from bk_ (16 f16 lanes of a panel: vector v's
+// are 2 * lanes bytes from the panel's first). Uses epilogue temps 2 to 4.
+void GemmGenerator::emit_scaled_group_sum(int r, int t, std::int64_t trailer, const Xmm& xsum) {
+  const Xmm spill = epilogue_temp(2), scale = epilogue_temp(3), offset = epilogue_temp(4);
+  const bool asym = key_.asymmetric;
+  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
+  const Xmm sum = acc(r, t);
+  vcvtph2ps(scale, f16_at(trailer));
+  if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
+  if (groups_ == 1) {
+    vmulps(sum, sum, scale);
+    if (asym) vfmadd231ps(sum, xsum, offset);
+  } else if (!plan_.float_sums_in_memory) {
+    vfmadd231ps(fsum(r, t), sum, scale);
+    if (asym) vfmadd231ps(fsum(r, t), xsum, offset);
+  } else {
+    vmovups(spill, fsum_spill(r, t));
+    vfmadd231ps(spill, sum, scale);
+    if (asym) vfmadd231ps(spill, xsum, offset);
+    vmovups(fsum_spill(r, t), spill);
   }
 }
 

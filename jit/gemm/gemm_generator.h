@@ -76,6 +76,7 @@ class GemmGenerator : public JitGenerator {
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
   int correction_shift() const;
+  void emit_scaled_group_sum(int row, int t, std::int64_t trailer, const Xmm& xsum);
   void emit_epilogue(int rows, int units);
   void emit_epilogue_from_registers(int rows, int units);  // y already in acc / fsum
   void emit_unit_epilogue(int rows, int unit, int tail_columns);

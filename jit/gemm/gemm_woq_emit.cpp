@@ -67,11 +67,8 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
 // integer kernels: gemm_epilogue_emit.cpp); row r's float xsum is [sums_ + r * groups * 4].
 void GemmGenerator::emit_woq_group_correction(int rows, int units) {
   const int t_count = per_row(units);
-  const bool asym = key_.asymmetric;
   const bool biased = woq_operand_bias() != 0;
-  const Xmm xsum = epilogue_temp(1), spill = epilogue_temp(2);
-  const Xmm scale = epilogue_temp(3), offset = epilogue_temp(4);
-  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
+  const Xmm xsum = epilogue_temp(1);
   for (int r = 0; r < rows; ++r) {
     vbroadcastss(xsum, dword[sums_ + r * groups_ * 4]);
     for (int t = 0; t < t_count; ++t) {
@@ -79,20 +76,7 @@ void GemmGenerator::emit_woq_group_correction(int rows, int units) {
       const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_ / 2;
       const Xmm sum = acc(r, t);
       if (biased) vfnmadd231ps(sum, xsum, constant(kConstOperandBias));  // C = acc - bias * xsum
-      vcvtph2ps(scale, f16_at(trailer));
-      if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
-      if (groups_ == 1) {
-        vmulps(sum, sum, scale);
-        if (asym) vfmadd231ps(sum, xsum, offset);
-      } else if (!plan_.float_sums_in_memory) {
-        vfmadd231ps(fsum(r, t), sum, scale);
-        if (asym) vfmadd231ps(fsum(r, t), xsum, offset);
-      } else {
-        vmovups(spill, fsum_spill(r, t));
-        vfmadd231ps(spill, sum, scale);
-        if (asym) vfmadd231ps(spill, xsum, offset);
-        vmovups(fsum_spill(r, t), spill);
-      }
+      emit_scaled_group_sum(r, t, trailer, xsum);
     }
   }
 }

@@ -2,7 +2,10 @@
 
 namespace qforge {
 
-CallRows call_rows_of(const QuantizedActivations& x, const Epilogue& epilogue) {
+namespace {
+
+template <typename Activations>
+CallRows rows_of_activations(const Activations& x, const Epilogue& epilogue) {
   CallRows rows;
   rows.a_row_stride = x.row_stride;
   rows.groups = x.groups();
@@ -10,12 +13,14 @@ CallRows call_rows_of(const QuantizedActivations& x, const Epilogue& epilogue) {
   return rows;
 }
 
+}  // namespace
+
+CallRows call_rows_of(const QuantizedActivations& x, const Epilogue& epilogue) {
+  return rows_of_activations(x, epilogue);
+}
+
 CallRows call_rows_of(const FloatActivations& x, const Epilogue& epilogue) {
-  CallRows rows;
-  rows.a_row_stride = x.row_stride;
-  rows.groups = x.groups();
-  rows.c_element_bytes = epilogue.output == OutputKind::u8 ? 1 : 4;
-  return rows;
+  return rows_of_activations(x, epilogue);
 }
 
 GemmCallArgs rows_of(const GemmCallArgs& call, const CallRows& rows, std::int64_t first,

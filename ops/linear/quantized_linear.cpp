@@ -171,26 +171,42 @@ std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
   return keys;
 }
 
-GemmCallArgs QuantizedLinear::call_args(const EpilogueArgs& args, void* out, std::int64_t ldc,
-                                        std::int64_t m) const {
+namespace {
+
+// The call's activation operand: s8 rows with their scales and sums, or f32 rows.
+void set_operand(GemmCallArgs& call, const QuantizedActivations& x) {
+  call.a = x.xq.data();
+  call.a_scale = x.scale.data();
+  call.a_sums = x.group_sums.data();
+}
+void set_operand(GemmCallArgs& call, const FloatActivations& x) {
+  call.a_f32 = x.x.data();
+  call.a_f32_sums = x.group_sums.data();
+}
+
+}  // namespace
+
+template <typename Activations>
+void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* out,
+                          std::int64_t ldc, ThreadPool& pool) const {
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
+  QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
+                 x.group == weights_.header.group,
+             "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
   GemmCallArgs call;
+  set_operand(call, x);
   call.b = weights_.data.data();
   call.c = out;
   call.bias = args.bias;
   call.residual = args.residual;
   call.c_stride = ldc;
   call.residual_stride = args.ld_residual;
-  call.m = m;
+  call.m = x.m;
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
-  return call;
-}
-
-template <typename Activations>
-void QuantizedLinear::run(GemmCallArgs call, const Activations& x, ThreadPool& pool) const {
-  QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
-                 x.group == weights_.header.group,
-             "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
   const CallPlan plan = plan_for(x.m);
   const std::int64_t units = (weights_.n() + 15) / 16;
   const GemmKernelFn fn = plan.code->kernel();
@@ -209,15 +225,7 @@ void QuantizedLinear::run(GemmCallArgs call, const Activations& x, ThreadPool& p
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
                               std::int64_t ldc, ThreadPool& pool) const {
   QF_REQUIRE(!weight_only(), "linear: a weight-only layer takes f32 activations");
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
-  GemmCallArgs call = call_args(args, out, ldc, x.m);
-  call.a = x.xq.data();
-  call.a_scale = x.scale.data();
-  call.a_sums = x.group_sums.data();
-  run(call, x, pool);
+  run(x, args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& args, void* out,
@@ -225,14 +233,7 @@ void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& arg
   QF_REQUIRE(weight_only(), "linear: an int8-activation layer takes quantized activations");
   QF_REQUIRE(x.bits == weights_.bits(), "linear: f32 activations laid out for ", x.bits,
              "-bit weights, the layer's are ", weights_.bits(), "-bit");
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
-  GemmCallArgs call = call_args(args, out, ldc, x.m);
-  call.a_f32 = x.x.data();
-  call.a_f32_sums = x.group_sums.data();
-  run(call, x, pool);
+  run(x, args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,

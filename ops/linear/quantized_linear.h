@@ -96,10 +96,11 @@ class QuantizedLinear {
   CallPlan plan_for(std::int64_t m) const;
 
  private:
-  GemmCallArgs call_args(const EpilogueArgs& args, void* out, std::int64_t ldc,
-                         std::int64_t m) const;
+  // The call over either kind of activations (the reference path, or the plan's kernel
+  // split over the pool).
   template <typename Activations>
-  void run(GemmCallArgs call, const Activations& x, ThreadPool& pool) const;
+  void run(const Activations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
+           ThreadPool& pool) const;
   struct CallPlans;
 
   PackedWeights weights_;
