@@ -20,9 +20,9 @@
 // (int4), so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
 //
 // Weight-only keys (activation f32, gemm_woq_emit.cpp) keep the loops and the epilogue
-// and change the operand: per packed row and k, each column's operand field is shifted
-// out of its dword, masked, converted to float and multiplied by the broadcast x[k]:
-//                  acc += float(operand) * x           C = acc - bias * xsum (float)
+// and change the operand: per packed row and k, each column's operand field is masked in
+// place in its dword (operand * 2^p), converted and multiplied by the broadcast x[k] * 2^-p
+// (woq_fields.h):  acc += float(operand) * x           C = acc - bias * xsum (float)
 // and the epilogue has no row scale to apply.
 //
 // AmxGenerator (amx_generator.h) derives from this class: its tiles replace the loops and

@@ -1,9 +1,8 @@
 #include "ops/quant/float_activations.h"
 
 #include <algorithm>
-#include <cstring>
-
 #include <cmath>
+#include <cstring>
 
 #include "jit/base/error.h"
 #include "jit/gemm/woq_fields.h"
