@@ -5,6 +5,10 @@
 // Counters: static_pass_ratio = static pass time / dynamic pass time, static_layer_ratio
 // the same for the layer (< 1: static is faster); split_pass_ratio = the dynamic pass
 // split over the pool's threads (quantize_split, what QuantizedLinear runs) / on one.
+// BM_NormFusedActivations: the RMSNorm in front of qkv / gate-up fused into that pass
+// (quantize_normalized_split) against the norm writing f32 rows (one thread, as the
+// executor ran it) and then the split pass; fused_ratio = fused / separate for the pass,
+// layer_ratio for norm + pass + kernel, each dynamic and static.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 
 #include "bench/bench_timing.h"
 #include "ops/linear/quantized_linear.h"
+#include "ops/norm/rmsnorm.h"
 #include "ops/quant/activation.h"
 #include "ops/quant/pack.h"
 
@@ -70,12 +75,70 @@ void BM_StaticActivations(benchmark::State& state) {
   state.counters["split_pass_ratio"] = median(pass_split) / median(pass_dynamic);
 }
 
+// M rows of K through RMSNorm into an N x K int8 layer, threads 2; range(3) 1: static.
+void BM_NormFusedActivations(benchmark::State& state) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool fixed = state.range(3) != 0;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> w(static_cast<std::size_t>(n * k)), x(static_cast<std::size_t>(m * k));
+  std::vector<float> gain(static_cast<std::size_t>(k));
+  std::vector<float> normalized(std::size_t(m * k)), y(std::size_t(m * n));
+  for (float& v : w) v = 0.02f * dist(rng);
+  for (float& v : x) v = dist(rng);
+  for (float& v : gain) v = 1.f + 0.1f * dist(rng);
+  const qforge::RmsNorm norm{gain.data(), 1e-5f};
+  const qforge::QuantizedLinear layer(
+      qforge::pack_weights(w.data(), n, k, qforge::parse_quant_scheme("int8"), 2),
+      qforge::Epilogue{});
+  qforge::ThreadPool pool(2);
+  qforge::QuantizedActivations xq;
+  const auto& header = layer.weights().header;
+  qforge::prepare_activations(xq, m, k, header.k_padded, header.group);
+  const float scale = fixed ? 6.f / 127.f : 0.f;
+  std::vector<double> separate, fused, layer_separate, layer_fused;
+  for (int warm = 0; warm < 2; ++warm) layer.forward(xq, {}, y.data(), n, pool);
+  for (auto _ : state) {
+    auto start = Clock::now();
+    for (std::int64_t r = 0; r < m; ++r)
+      qforge::rmsnorm(normalized.data() + r * k, x.data() + r * k, norm, k);
+    qforge::quantize_split(normalized.data(), k, scale, xq, pool);
+    separate.push_back(seconds_since(start));
+    layer.forward(xq, {}, y.data(), n, pool);
+    layer_separate.push_back(seconds_since(start));
+    start = Clock::now();
+    qforge::quantize_normalized_split(x.data(), k, norm, scale, xq, pool);
+    fused.push_back(seconds_since(start));
+    layer.forward(xq, {}, y.data(), n, pool);
+    layer_fused.push_back(seconds_since(start));
+    state.SetIterationTime(layer_fused.back());
+  }
+  state.counters["M"] = double(m);
+  state.counters["N"] = double(n);
+  state.counters["K"] = double(k);
+  state.counters["static"] = fixed ? 1 : 0;
+  state.counters["separate_us"] = median(separate) * 1e6;
+  state.counters["fused_us"] = median(fused) * 1e6;
+  state.counters["fused_ratio"] = median(fused) / median(separate);
+  state.counters["layer_ratio"] = median(layer_fused) / median(layer_separate);
+  state.counters["separate_share"] = median(separate) / median(layer_separate);
+}
+
 // TinyLlama's qkv (2048 -> 2560) and down (5632 -> 2048) at a 512-token prefill, and a
 // decode row.
 BENCHMARK(BM_StaticActivations)
     ->Args({512, 2560, 2048})
     ->Args({512, 2048, 5632})
     ->Args({1, 2560, 2048})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// TinyLlama's qkv (2048 -> 2560) and gate/up (2048 -> 2 x 5632) at a 512-token prefill,
+// and a decode row; dynamic and static.
+BENCHMARK(BM_NormFusedActivations)
+    ->ArgsProduct({{512}, {2560, 11264}, {2048}, {0, 1}})
+    ->Args({1, 2560, 2048, 0})
+    ->Args({1, 2560, 2048, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

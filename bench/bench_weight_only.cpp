@@ -3,7 +3,7 @@
 //
 //   build/bench/bench_weight_only [--benchmark_filter=...]
 //
-// Per case (N, K, M, bits, threads) the two layers run whole calls (activation copy or
+// Per case (N, K, M, bits, threads, math) the two layers run whole calls (activation copy or
 // quantization included) in turns; for M <= 4 each rotates through enough weight copies
 // to exceed 8x the reported L3 (kColdWeightsL3Multiple), so memory, not cache, is timed.
 // Counters (medians):
@@ -12,6 +12,8 @@
 //   GFLOPS, fma_ratio     2 M N K per second, and that over the f32 FMA peak
 //   bf16_ratio            the same over the vdpbf16ps peak, where it runs natively
 //   vs_w8a8               W8A8 time / weight-only time (above 1: weight-only is faster)
+// math 0: f32 FMA kernels; 1: vdpbf16ps on bf16 activations (int4, registered where
+// AVX512-BF16 runs natively; the label's kernel name says which ran).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -31,10 +33,11 @@
 namespace qforge::bench {
 namespace {
 
-// Args: N, K, M, bits (8: int8 per-channel, 4: int4-g128), threads.
+// Args: N, K, M, bits (8: int8 per-channel, 4: int4-g128), threads, math (0 f32, 1 bf16).
 void BM_WeightOnly(benchmark::State& state) {
   const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
+  const bool bf16 = state.range(5) != 0;
   const QuantScheme scheme = parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
   std::vector<float> w(static_cast<std::size_t>(n * k));
   std::mt19937 rng(static_cast<unsigned>(n + k));
@@ -45,11 +48,14 @@ void BM_WeightOnly(benchmark::State& state) {
   const std::int64_t bytes = first.geometry.total_bytes;
   const int copies = rotation_copies(m, bytes);
   std::vector<std::unique_ptr<QuantizedLinear>> woq, w8a8;
+  const WeightOnlyMath saved = weight_only_math();
+  set_weight_only_math(WeightOnlyMath::f32);  // bf16 only where asked for below
   for (int c = 0; c < copies; ++c) {
-    woq.push_back(std::make_unique<QuantizedLinear>(copy_of(first), Epilogue{}, best_isa(),
-                                                    ActivationKind::f32));
+    woq.push_back(std::make_unique<QuantizedLinear>(
+        copy_of(first), Epilogue{}, best_isa(), bf16 ? ActivationKind::bf16 : ActivationKind::f32));
     w8a8.push_back(std::make_unique<QuantizedLinear>(copy_of(first), Epilogue{}));
   }
+  set_weight_only_math(saved);
   std::vector<float> x(static_cast<std::size_t>(m * k));
   for (auto& v : x) v = dist(rng) * 50;
   std::vector<float> y(static_cast<std::size_t>(m * n));
@@ -82,6 +88,7 @@ void BM_WeightOnly(benchmark::State& state) {
   state.counters["K"] = double(k);
   state.counters["bits"] = bits;
   state.counters["threads"] = threads;
+  state.counters["bf16_math"] = bf16 ? 1 : 0;
   state.counters["GBps"] = gbps;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
   state.counters["GFLOPS"] = gflops;
@@ -112,15 +119,19 @@ void register_all() {
   for (int t : {1, 2})
     benchmark::RegisterBenchmark("BM_FloatPeaks", BM_FloatPeaks)->Arg(t)->Iterations(1);
   const std::int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  const bool bf16_native = cpu_info().isa.avx512_bf16 && isa_usable(Isa::avx512_vnni);
   for (int bits : {8, 4})
-    for (std::int64_t m : {1, 4, 128})
-      for (int t : {1, 2})
-        for (const auto& s : shapes)
-          benchmark::RegisterBenchmark("BM_WeightOnly", BM_WeightOnly)
-              ->Args({s[0], s[1], m, bits, t})
-              ->UseManualTime()
-              ->MinTime(0.5)
-              ->Unit(benchmark::kMicrosecond);
+    for (int math : {0, 1}) {
+      if (math == 1 && (bits != 4 || !bf16_native)) continue;
+      for (std::int64_t m : {1, 4, 128})
+        for (int t : {1, 2})
+          for (const auto& s : shapes)
+            benchmark::RegisterBenchmark("BM_WeightOnly", BM_WeightOnly)
+                ->Args({s[0], s[1], m, bits, t, math})
+                ->UseManualTime()
+                ->MinTime(0.5)
+                ->Unit(benchmark::kMicrosecond);
+    }
 }
 
 }  // namespace

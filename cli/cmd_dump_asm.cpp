@@ -138,12 +138,9 @@ GemmKey key_of_options(const Options& o) {
   QF_REQUIRE(o.group != 0 || o.k <= kMaxGroup, "--group 0 (per-channel) needs K <= ", kMaxGroup,
              " (int32 accumulator bound), got K = ", o.k, "; pass a group size");
   const PackedHeader header = make_packed_header(o.n, o.k, scheme_of_options(o), epilogue.swiglu);
-  QF_REQUIRE(o.activation == "s8" || o.activation == "f32", "--activation: '", o.activation,
-             "' is not one of s8|f32");
-  const ActivationKind activation =
-      o.activation == "f32" ? ActivationKind::f32 : ActivationKind::s8;
-  QF_REQUIRE(activation == ActivationKind::s8 || isa != Isa::amx,
-             "--activation f32: weight-only kernels run on zmm or ymm, not on AMX tiles");
+  const ActivationKind activation = parse_activation(o.activation, "--activation");
+  QF_REQUIRE(activation == ActivationKind::s8 || isa != Isa::amx, "--activation ", o.activation,
+             ": weight-only kernels run on zmm or ymm, not on AMX tiles");
   GemmKey key = gemm_key_for(header, epilogue, isa, rows_of_options(o, isa), activation);
   key.blocking = blocking_of_options(o, key);
   return key;
@@ -316,7 +313,8 @@ void register_dump_asm(CLI::App& app) {
                   "Kernel ISA (avx2|avx-vnni|avx512-vnni|amx; default: best vector ISA here)");
   cmd->add_option("--epilogue", o->epilogue, "Epilogue (" + std::string(kEpilogueNames) + ")");
   cmd->add_option("--activation", o->activation,
-                  "Activation operand: s8 (W8A8 / W4A8, default) | f32 (weight-only)");
+                  "Activation operand: s8 (W8A8 / W4A8, default) | f32 (weight-only) | bf16 "
+                  "(weight-only int4 on avx512-vnni: vdpbf16ps)");
   o->mr = cmd->add_option("--mr", o->blocking.mr, "Rows per register tile (MR)");
   o->nr = cmd->add_option("--nr", o->blocking.nr, "16-column units per register tile (NR)");
   o->k_unroll = cmd->add_option("--k-unroll", o->blocking.k_unroll, "Packed rows per K step");

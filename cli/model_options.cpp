@@ -7,6 +7,7 @@
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
 #include "model/kv_cache.h"
+#include "ops/linear/quantized_linear.h"
 
 namespace qforge::cli {
 
@@ -43,6 +44,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
   cmd->add_option("--amx", o.amx,
                   "off | emulate: AMX kernels through the instruction emulator on a CPU "
                   "without AMX (default: $QFORGE_AMX)");
+  cmd->add_option("--woq-math", o.woq_math,
+                  "auto | f32 | bf16: how int4 weight-only layers multiply on zmm (auto: "
+                  "vdpbf16ps on bf16 activations where the CPU has AVX512-BF16, else f32 FMA; "
+                  "default: $QFORGE_WOQ_MATH or auto)");
   add_tuning_options(cmd, o.tuning);
 }
 
@@ -70,6 +75,7 @@ std::vector<TensorRule> policy_rules(const std::string& preset,
 AppliedModelOptions apply_model_options(const ModelOptions& o) {
   if (!o.max_isa.empty()) set_max_isa(parse_isa(o.max_isa, "--max-isa"));
   apply_amx_mode(o.amx);
+  if (!o.woq_math.empty()) set_weight_only_math(parse_weight_only_math(o.woq_math, "--woq-math"));
   AppliedModelOptions applied;
   applied.threads = o.threads > 0 ? o.threads : std::max(1, cpu_info().cores);
   applied.tuning = apply_tuning(o.tuning, applied.threads);

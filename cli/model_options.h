@@ -28,13 +28,14 @@ struct ModelOptions {
   std::string max_isa;
   std::string tokenizer;
   std::string amx;
+  std::string woq_math;  // --woq-math auto | f32 | bf16 ("" = $QFORGE_WOQ_MATH or auto)
   TuningOptions tuning;
   MethodOptions methods;  // --gptq, --calib, ... (with --quant)
 };
 
 // Adds -m, --quant and the calibrated methods' flags (unless `with_quant` is false),
 // --lm-head, --preset, --tensor-type, --keep, --kv, -t, --max-isa, --tokenizer, --amx,
-// --tuning and --no-tuning.
+// --woq-math, --tuning and --no-tuning.
 void add_model_options(CLI::App* cmd, ModelOptions& options, bool with_quant = true);
 
 // The precision of `quant` (default: --quant) with --lm-head and the policy rules:
@@ -53,7 +54,7 @@ struct AppliedModelOptions {
   TuningStatus tuning;
 };
 
-// Applies --max-isa, --amx and the tuning database (before any model is loaded).
+// Applies --max-isa, --amx, --woq-math and the tuning database (before any model is loaded).
 AppliedModelOptions apply_model_options(const ModelOptions& options);
 
 // Opens the model, applying the calibrated methods asked for (unless `with_methods` is

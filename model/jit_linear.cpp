@@ -17,16 +17,21 @@ Epilogue epilogue_of(LinearFusion fusion) {
 
 }  // namespace
 
-JitLinear::JitLinear(PackedWeights weights, LinearFusion fusion, ActivationKind activation)
-    : linear_(std::move(weights), epilogue_of(fusion), best_isa(), activation), fusion_(fusion) {}
-
-void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
-                        std::int64_t ldc, ThreadPool& pool) {
+EpilogueArgs JitLinear::epilogue_args(float* out, std::int64_t ldc) const {
   EpilogueArgs args;
   if (fusion_ == LinearFusion::residual) {
     args.residual = out;
     args.ld_residual = ldc;
   }
+  return args;
+}
+
+JitLinear::JitLinear(PackedWeights weights, LinearFusion fusion, ActivationKind activation)
+    : linear_(std::move(weights), epilogue_of(fusion), best_isa(), activation), fusion_(fusion) {}
+
+void JitLinear::forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
+                        std::int64_t ldc, ThreadPool& pool) {
+  const EpilogueArgs args = epilogue_args(out, ldc);
   if (linear_.weight_only()) {
     // One f32 copy of the activations per thread, shared by the weight-only layers the
     // thread runs one after another (a prefill chunk's rows x K floats; its buffers only
@@ -44,6 +49,17 @@ void JitLinear::set_static_activation_scale(float scale) {
   QF_REQUIRE(scale == 0.f || !linear_.weight_only(),
              "static activation scale: a weight-only layer keeps its activations in f32");
   static_scale_ = scale;
+}
+
+void JitLinear::forward_normalized(const float* x, std::int64_t m, std::int64_t ldx,
+                                   const RmsNorm& norm, float* normalized, float* out,
+                                   std::int64_t ldc, ThreadPool& pool) {
+  if (linear_.weight_only()) {
+    LinearLayer::forward_normalized(x, m, ldx, norm, normalized, out, ldc, pool);
+    return;
+  }
+  linear_.forward_normalized(x, m, ldx, norm, scratch_, epilogue_args(out, ldc), out, ldc, pool,
+                             static_scale_);
 }
 
 }  // namespace qforge

@@ -22,6 +22,11 @@ class JitLinear final : public LinearLayer {
   // residual stream is read and written in place.
   void forward(const float* x, std::int64_t m, std::int64_t ldx, float* out, std::int64_t ldc,
                ThreadPool& pool) override;
+  // int8 activations: each row normalized in cache and quantized from there (static or
+  // dynamic scale); weight-only layers take the default path.
+  void forward_normalized(const float* x, std::int64_t m, std::int64_t ldx, const RmsNorm& norm,
+                          float* normalized, float* out, std::int64_t ldc,
+                          ThreadPool& pool) override;
   std::int64_t n() const override { return linear_.weights().n(); }
   std::int64_t k() const override { return linear_.weights().k(); }
   std::uint64_t weight_bytes() const override { return linear_.weights().geometry.total_bytes; }
@@ -37,6 +42,8 @@ class JitLinear final : public LinearLayer {
   float static_activation_scale() const { return static_scale_; }
 
  private:
+  EpilogueArgs epilogue_args(float* out, std::int64_t ldc) const;  // residual: out in place
+
   QuantizedLinear linear_;
   LinearFusion fusion_;
   float static_scale_ = 0.f;

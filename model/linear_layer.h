@@ -6,6 +6,8 @@
 //   plain:    out  = x W^T
 //   swiglu:   out  = silu(x G^T) * (x U^T)    W holds the gate G and up U rows, n() = hidden
 //   residual: out += x W^T                    out is the residual stream
+//
+// forward_normalized takes x before its RMSNorm (the norm fused into the layer's input).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 
 #include "jit/gemm/gemm_key.h"
 #include "ops/linear/thread_pool.h"
+#include "ops/norm/rmsnorm.h"
 
 namespace qforge {
 
@@ -26,6 +29,17 @@ class LinearLayer {
   // Not const: a layer keeps its scratch (quantized activations, gate/up values).
   virtual void forward(const float* x, std::int64_t m, std::int64_t ldx, float* out,
                        std::int64_t ldc, ThreadPool& pool) = 0;
+
+  // out = fusion(rmsnorm(x) W^T), the executor's call for the inputs behind a norm (qkv,
+  // gate/up, classifier). This default normalizes the rows into `normalized` (m x k()
+  // floats) and calls forward() on them; an int8 layer overrides it to quantize each row
+  // while it is normalized, leaving `normalized` untouched.
+  virtual void forward_normalized(const float* x, std::int64_t m, std::int64_t ldx,
+                                  const RmsNorm& norm, float* normalized, float* out,
+                                  std::int64_t ldc, ThreadPool& pool) {
+    for (std::int64_t r = 0; r < m; ++r) rmsnorm(normalized + r * k(), x + r * ldx, norm, k());
+    forward(normalized, m, k(), out, ldc, pool);
+  }
 
   virtual std::int64_t n() const = 0;  // output columns
   virtual std::int64_t k() const = 0;  // input columns

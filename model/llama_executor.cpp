@@ -10,16 +10,6 @@
 namespace qforge {
 namespace {
 
-// out = weight * (x / sqrt(mean(x^2) + eps)), in run.c's order of rounding.
-void rmsnorm(float* out, const float* x, const float* weight, int size, float eps) {
-  float ss = 0.f;
-  for (int j = 0; j < size; ++j) ss += x[j] * x[j];
-  ss /= static_cast<float>(size);
-  ss += eps;
-  ss = 1.f / std::sqrt(ss);
-  for (int j = 0; j < size; ++j) out[j] = weight[j] * (ss * x[j]);
-}
-
 // The rotation of position `pos` for the pairs (2i, 2i+1) of a head, 2i < rope_dim:
 //   freq = theta^(-(2i) / rope_dim),  angle = pos * freq,  out[2i] = cos, out[2i + 1] = sin
 // (computed once per position and used by every head of every layer).
@@ -154,10 +144,8 @@ void LlamaExecutor::block(int l, int rows, int start) {
   const LlamaConfig& c = config_;
   const int dim = c.dim;
   LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
-  for (int r = 0; r < rows; ++r)
-    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.attn_norm.data(), dim, c.rms_eps);
-  observe(l, LinearSite::qkv, xb_.data(), rows, dim);
-  layer.wqkv->forward(xb_.data(), rows, dim, qkv_.data(), qkv_columns_, pool_);
+  normalized_linear(*layer.wqkv, l, LinearSite::qkv, x_.data(), rows, layer.attn_norm.data(),
+                    qkv_.data(), qkv_columns_);
   // row r of qkv: [ q (dim) | k (kv_dim) | v (kv_dim) ]
   for (int r = 0; r < rows; ++r) {
     float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
@@ -170,10 +158,8 @@ void LlamaExecutor::block(int l, int rows, int start) {
   attention(l, rows, start);
   observe(l, LinearSite::wo, xb_.data(), rows, dim);
   layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
-  for (int r = 0; r < rows; ++r)
-    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, layer.ffn_norm.data(), dim, c.rms_eps);
-  observe(l, LinearSite::gate_up, xb_.data(), rows, dim);
-  layer.gate_up->forward(xb_.data(), rows, dim, hb_.data(), c.hidden_dim, pool_);
+  normalized_linear(*layer.gate_up, l, LinearSite::gate_up, x_.data(), rows, layer.ffn_norm.data(),
+                    hb_.data(), c.hidden_dim);
   observe(l, LinearSite::down, hb_.data(), rows, c.hidden_dim);
   layer.down->forward(hb_.data(), rows, c.hidden_dim, x_.data(), dim, pool_);
 }
@@ -181,11 +167,26 @@ void LlamaExecutor::block(int l, int rows, int start) {
 void LlamaExecutor::head(int first, int rows, float* logits) {
   const LlamaConfig& c = config_;
   const int dim = c.dim;
-  for (int r = first; r < rows; ++r)
-    rmsnorm(xb_.data() + r * dim, x_.data() + r * dim, weights_.output_norm.data(), dim, c.rms_eps);
-  observe(-1, LinearSite::classifier, xb_.data() + std::size_t(first) * dim, rows - first, dim);
-  weights_.classifier->forward(xb_.data() + std::size_t(first) * dim, rows - first, dim, logits,
-                               c.vocab_size, pool_);
+  normalized_linear(*weights_.classifier, -1, LinearSite::classifier,
+                    x_.data() + std::size_t(first) * dim, rows - first, weights_.output_norm.data(),
+                    logits, c.vocab_size);
+}
+
+// rows of x through RMSNorm(norm_weight) into `layer`. An observer sees the normalized
+// rows, so they are written to xb_ first; without one the layer fuses the norm into its
+// input (the int8 layers quantize each row as it is normalized).
+void LlamaExecutor::normalized_linear(LinearLayer& layer, int l, LinearSite site, const float* x,
+                                      int rows, const float* norm_weight, float* out, int ldc) {
+  const int dim = config_.dim;
+  const RmsNorm norm{norm_weight, config_.rms_eps};
+  if (observer_ == nullptr) {
+    layer.forward_normalized(x, rows, dim, norm, xb_.data(), out, ldc, pool_);
+    return;
+  }
+  for (int r = 0; r < rows; ++r)
+    rmsnorm(xb_.data() + std::size_t(r) * dim, x + std::size_t(r) * dim, norm, dim);
+  observe(l, site, xb_.data(), rows, dim);
+  layer.forward(xb_.data(), rows, dim, out, ldc, pool_);
 }
 
 // xb[r][h * head_dim ..] = sum_t softmax_t(q_r . k_t / sqrt(head_dim)) v_t over t <= start + r.

@@ -12,7 +12,10 @@
 //     x  += hb Wd^T                                             (residual epilogue)
 //   logits = (rmsnorm(x) * output_norm) Wcls^T
 //
-// A prompt runs as one batch per chunk of up to kChunkRows rows; decode is one row.
+// A prompt runs as one batch per chunk of up to kChunkRows rows; decode is one row. The
+// layers behind a norm (qkv, gate/up, classifier) take x and the norm weight
+// (LinearLayer::forward_normalized): the int8 layers quantize each row as it is
+// normalized, so xb is written only where an f32 layer (or an observer) needs it.
 //
 // Calibration runs the same pass a block at a time over many sequences (embed_rows,
 // forward_block, forward_head on the caller's residual rows), and an observer sees the
@@ -80,6 +83,8 @@ class LlamaExecutor {
   // Block `layer` on rows x_[0, rows) at positions from `start` (rotations_ must hold them).
   void block(int layer, int rows, int start);
   void head(int first, int rows, float* logits);  // rows [first, rows) of x_
+  void normalized_linear(LinearLayer& layer, int l, LinearSite site, const float* x, int rows,
+                         const float* norm_weight, float* out, int ldc);
   void set_rotations(int rows, int start);
   void observe(int layer, LinearSite site, const float* x, int rows, int k) {
     if (observer_ != nullptr) observer_->observe(layer, site, x, rows, k);

@@ -44,10 +44,14 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
              "gemm generator: inconsistent K/group in ", kernel_name(key));
   QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
   woq_ = key.weight_only();
+  bf16_ = key.activation == ActivationKind::bf16;
   QF_REQUIRE(!(woq_ && key.epilogue.output == OutputKind::group_sums),
              "gemm generator: a weight-only kernel has no integer group sums");
   plan_ = plan_registers(key, key.blocking);
   zmm_ = isa_.vector_bytes == 64;
+  QF_REQUIRE(!bf16_ || (zmm_ && key.bits == 4),
+             "gemm generator: bf16 activations are for int4 weights on zmm (vdpbf16ps), not ",
+             kernel_name(key));
   vector_bytes_ = isa_.vector_bytes;
   vectors_per_panel_ = isa_.vectors_per_panel();
   slice_vectors_ = slice_vectors(key);
@@ -58,8 +62,9 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
   trailer_bytes_ = key.asymmetric ? 64 : 32;  // f16 scales (+ f16 offsets): packed_layout.h
   panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
-  // Bytes between activation rows: s8 xq (activation.h) or f32 (float_activations.h).
-  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * (woq_ ? 4 : 1), kCacheLine));
+  // Bytes between activation rows: s8 xq (activation.h), f32 or bf16 (float_activations.h).
+  a_element_bytes_ = bf16_ ? 2 : (woq_ ? 4 : 1);
+  a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * a_element_bytes_, kCacheLine));
   n_padded_ = key.units() * 16 * panels_per_unit_;
   max_per_row_ = per_row(key.blocking.nr);
 }
@@ -215,7 +220,9 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   imul(ak_, row_, static_cast<int>(a_stride_));
-  add(ak_, ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32) : offsetof(GemmCallArgs, a))]);
+  add(ak_, ptr[args_ + (bf16_  ? offsetof(GemmCallArgs, a_bf16)
+                        : woq_ ? offsetof(GemmCallArgs, a_f32)
+                               : offsetof(GemmCallArgs, a))]);
   imul(sums_, row_, static_cast<int>(groups_ * 4));
   add(sums_,
       ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32_sums) : offsetof(GemmCallArgs, a_sums))]);
@@ -278,12 +285,14 @@ void GemmGenerator::emit_group_k(int rows, int units) {
 
 void GemmGenerator::emit_k_rows(int rows, int units, int count) {
   for (int i = 0; i < count; ++i) {
-    if (woq_)
+    if (bf16_)
+      emit_woq_bf16_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
+    else if (woq_)
       emit_woq_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
     else
       emit_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
   }
-  add(ak_, static_cast<int>(count * k_per_row_ * (woq_ ? 4 : 1)));
+  add(ak_, static_cast<int>(count * k_per_row_ * a_element_bytes_));
   add(bk_, count * kPanelRowBytes);
 }
 

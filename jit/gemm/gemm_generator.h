@@ -23,7 +23,9 @@
 // and change the operand: per packed row and k, each column's operand field is masked in
 // place in its dword (operand * 2^p), converted and multiplied by the broadcast x[k] * 2^-p
 // (woq_fields.h):  acc += float(operand) * x           C = acc - bias * xsum (float)
-// and the epilogue has no row scale to apply.
+// and the epilogue has no row scale to apply. bf16 keys (int4, zmm) look each pair of
+// nibbles up as bf16 operand - bias (vpermw) and multiply it by a bf16 pair of x
+// (vdpbf16ps): acc += v[k] x[k] + v[k'] x[k'], C = acc.
 //
 // AmxGenerator (amx_generator.h) derives from this class: its tiles replace the loops and
 // the dot products, and it calls the group correction and epilogue below unchanged.
@@ -67,11 +69,16 @@ class GemmGenerator : public JitGenerator {
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
   // Weight-only (gemm_woq_emit.cpp).
   void emit_woq_packed_row(int rows, int units, int disp_k, int disp_b);
+  void emit_woq_bf16_packed_row(int rows, int units, int disp_k, int disp_b);
   void emit_woq_field(const Xmm& out, const Xmm& raw, int field);
   void emit_woq_group_correction(int rows, int units);
-  // The operand bias of the packed layout (ops/quant/packed_layout.h): 128 for int8,
-  // 8 for symmetric int4, 0 for asymmetric int4.
-  int woq_operand_bias() const { return key_.bits == 8 ? 128 : (key_.asymmetric ? 0 : 8); }
+  // The operand bias of the packed layout (ops/quant/packed_layout.h) the float group
+  // correction removes: 128 for int8, 8 for symmetric int4, 0 for asymmetric int4 and for
+  // the bf16 kernels (their table holds operand - bias).
+  int woq_operand_bias() const {
+    if (bf16_) return 0;
+    return key_.bits == 8 ? 128 : (key_.asymmetric ? 0 : 8);
+  }
   // Group end and epilogue (gemm_epilogue_emit.cpp).
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
@@ -115,7 +122,9 @@ class GemmGenerator : public JitGenerator {
   VectorIsa isa_;
   RegisterPlan plan_;
   bool zmm_;
-  bool woq_;  // f32 activations
+  bool woq_;             // f32 or bf16 activations
+  bool bf16_;            // bf16 pairs (woq_fields.h), vdpbf16ps
+  int a_element_bytes_;  // of the activation rows: 1 (s8), 4 (f32), 2 (bf16)
   int panels_per_unit_, vectors_per_panel_, vector_bytes_;
   int slice_vectors_;    // vectors of each panel per pass (register_budget.h)
   int slice_first_ = 0;  // first vector of the pass being emitted
@@ -164,7 +173,9 @@ enum GemmConstant : int {
                      // (woq_fields.h): 0xff << 8j (int8, j < 3), 0xf << 4j (int4, j < 7)
   kConstOperandBias = kConstFieldMasks + kWoqFieldMasks,  // weight-only: the operand
                                                           // bias as a float (128, 8 or 0)
-  kConstLaneMasks,  // ymm only: 8 x -1 then 8 x 0 (two vectors)
+  kConstLaneMasks,                          // ymm only: 8 x -1 then 8 x 0 (two vectors)
+  kConstBf16Nibbles = kConstLaneMasks + 2,  // bf16 kernels: 32 words, bf16(operand - bias)
+                                            // of the index's low 4 bits (zmm only)
 };
 
 }  // namespace qforge

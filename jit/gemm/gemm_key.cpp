@@ -3,6 +3,8 @@
 #include <functional>
 #include <string>
 
+#include "jit/base/error.h"
+
 namespace qforge {
 
 MBucket bucket_of(std::int64_t m, std::int64_t gemm_min_rows) {
@@ -24,7 +26,21 @@ const char* bucket_name(MBucket bucket) {
 }
 
 const char* activation_name(ActivationKind kind) {
-  return kind == ActivationKind::f32 ? "f32" : "s8";
+  switch (kind) {
+    case ActivationKind::s8:
+      return "s8";
+    case ActivationKind::f32:
+      return "f32";
+    case ActivationKind::bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+ActivationKind parse_activation(const std::string& name, const std::string& where) {
+  for (ActivationKind kind : {ActivationKind::s8, ActivationKind::f32, ActivationKind::bf16})
+    if (name == activation_name(kind)) return kind;
+  fail(where, ": unknown activation kind '", name, "' (expected s8, f32 or bf16)");
 }
 
 std::string kernel_name(const GemmKey& key) {

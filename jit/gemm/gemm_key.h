@@ -3,7 +3,7 @@
 //
 //   gemm_u8s8_avx512vnni_n2048_k5632_g128_w4s_m1_1x8u4_deq-f32
 //        isa ----^  N ----^  K ----^  g ^  ^bits+sym ^bucket ^MRxNR, K unroll ^epilogue
-//   gemm_u8f32_...: a weight-only kernel (f32 activations)
+//   gemm_u8f32_... / gemm_u8bf16_...: a weight-only kernel (f32 / bf16 activations)
 #pragma once
 
 #include <cstddef>
@@ -37,9 +37,13 @@ struct Blocking {
 };
 
 // The kernel's A operand: per-token s8 rows (W8A8 / W4A8: integer dot products), or the
-// f32 rows themselves (weight-only: the packed weights dequantized in registers, FMA).
-enum class ActivationKind : std::uint8_t { s8 = 0, f32 };
-const char* activation_name(ActivationKind kind);  // "s8" | "f32"
+// f32 rows themselves (weight-only: the packed weights dequantized in registers, FMA), or
+// the rows rounded to bf16 pairs (weight-only int4 on zmm: nibbles looked up as bf16,
+// vdpbf16ps; AVX512-BF16).
+enum class ActivationKind : std::uint8_t { s8 = 0, f32, bf16 };
+const char* activation_name(ActivationKind kind);  // "s8" | "f32" | "bf16"
+// The kind named by `name`; throws qforge::Error naming `where` and the valid names.
+ActivationKind parse_activation(const std::string& name, const std::string& where);
 
 inline constexpr int kGemmGeneratorVersion = 3;  // 3: layout v3 (f16 trailers, u8 weights)
 
@@ -66,7 +70,7 @@ struct GemmKey {
   std::int64_t groups() const { return k_padded / group; }
   int panels_per_unit() const { return epilogue.swiglu ? 2 : 1; }
   std::int64_t units() const { return (n + 15) / 16; }
-  bool weight_only() const { return activation == ActivationKind::f32; }
+  bool weight_only() const { return activation != ActivationKind::s8; }
 };
 
 std::string kernel_name(const GemmKey& key);

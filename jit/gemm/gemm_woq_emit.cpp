@@ -17,6 +17,12 @@
 //
 //   C    = acc - bias * xsum                  (bias 128 int8, 8 int4, 0 int4 asymmetric)
 //   fsum = fma(C, scale, fsum)   (asymmetric: fsum = fma(xsum, offset, fsum))
+//
+// bf16 activations (int4, zmm): per pair j of the row (woq_fields.h) the dword's halves
+// are shifted by 4j words-wise and looked up in a table of bf16(operand - bias)
+// (vpermw reads the low 5 bits of each word; the table repeats every 16), then
+//   acc[r] = vdpbf16ps(acc[r], pair, x[r] pair j broadcast)
+// so the correction has no bias to remove (C = acc).
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/woq_fields.h"
 
@@ -59,6 +65,34 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
     for (int t = 0; t < t_count; ++t) {
       emit_woq_field(woq_field(), woq_raw(t), i);
       for (int r = 0; r < rows; ++r) vfmadd231ps(acc(r, t), woq_field(), woq_broadcast(r));
+    }
+  }
+}
+
+// The same row with bf16 activations: 4 pairs of fields, one table lookup (and a word
+// shift for pairs 1..3) per vector and pair, shared by the tile's rows.
+void GemmGenerator::emit_woq_bf16_packed_row(int rows, int units, int disp_k, int disp_b) {
+  const int panels = units * panels_per_unit_;
+  const int t_count = per_row(units);
+  if (key_.blocking.prefetch_distance > 0)
+    for (int pp = 0; pp < panels; ++pp)
+      prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
+  for (int t = 0; t < t_count; ++t)
+    vmovups(woq_raw(t),
+            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
+  const Address table = constant(kConstBf16Nibbles);
+  for (int j = 0; j < kWoqBf16Pairs; ++j) {
+    // x pair j of this row: dword j of the row's 16 bytes (disp_k bf16 values in).
+    for (int r = 0; r < rows; ++r)
+      vpbroadcastd(woq_broadcast(r), dword[ak_ + r * a_stride_ + disp_k * 2 + j * 4]);
+    for (int t = 0; t < t_count; ++t) {
+      if (j == 0) {
+        vpermw(woq_field(), woq_raw(t), table);
+      } else {
+        vpsrlw(woq_field(), woq_raw(t), 4 * j);
+        vpermw(woq_field(), woq_field(), table);
+      }
+      for (int r = 0; r < rows; ++r) vdpbf16ps(acc(r, t), woq_field(), woq_broadcast(r));
     }
   }
 }

@@ -102,6 +102,10 @@ void GemmGenerator::emit_constants() {
   splat(bits_of(float(woq_operand_bias())));        // kConstOperandBias
   for (int i = 0; i < lanes; ++i) dd(0xffffffffu);  // kConstLaneMasks: -1 x lanes,
   for (int i = 0; i < lanes; ++i) dd(0u);           //                  0 x lanes
+  if (bf16_) {  // kConstBf16Nibbles: the operand less the layout's bias, exact in bf16
+    const int bias = key_.asymmetric ? 0 : 8;
+    for (int i = 0; i < 32; ++i) dw(bits_of(float((i & 15) - bias)) >> 16);
+  }
 }
 
 }  // namespace qforge

@@ -111,10 +111,7 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
   s.bits = j.at("bits").get<int>();
   s.asymmetric = j.at("asymmetric").get<bool>();
   if (j.contains("activation")) {
-    const std::string activation = j.at("activation").get<std::string>();
-    QF_REQUIRE(activation == "s8" || activation == "f32", "activation: unknown \"", activation,
-               "\" (s8 | f32)");
-    s.activation = activation == "f32" ? ActivationKind::f32 : ActivationKind::s8;
+    s.activation = parse_activation(j.at("activation").get<std::string>(), "activation");
   }
   const std::string epilogue = j.at("epilogue").get<std::string>();
   const auto parsed_epilogue = parse_epilogue_name(epilogue);

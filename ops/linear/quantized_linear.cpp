@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,44 @@ void report_fallback_once(const GemmKey& key, Isa to, const char* why) {
 
 }  // namespace
 
+namespace {
+
+std::atomic<WeightOnlyMath> g_weight_only_math{WeightOnlyMath::automatic};
+std::once_flag g_weight_only_math_env;
+
+// Whether an int4 weight-only layer on `isa` multiplies bf16 pairs (vdpbf16ps): on zmm
+// only, with AVX512-BF16 native (automatic, bf16) or provided by the emulator (bf16).
+bool bf16_math_for(const PackedWeights& w, Isa isa, WeightOnlyMath math) {
+  if (math == WeightOnlyMath::f32 || w.bits() != 4 || isa != Isa::avx512_vnni || !isa_usable(isa))
+    return false;
+  const CpuInfo& cpu = cpu_info();
+  const bool native = cpu.isa.avx512_bf16 && (hardware_isa_mask(cpu) & isa_bit(isa));
+  const bool emulated = emulated_isa_mask() & isa_bit(isa);
+  return native || (math == WeightOnlyMath::bf16 && emulated);
+}
+
+}  // namespace
+
+WeightOnlyMath parse_weight_only_math(const std::string& name, const std::string& where) {
+  if (name == "auto") return WeightOnlyMath::automatic;
+  if (name == "f32") return WeightOnlyMath::f32;
+  if (name == "bf16") return WeightOnlyMath::bf16;
+  fail(where, ": '", name, "' is not one of auto|f32|bf16");
+}
+
+WeightOnlyMath weight_only_math() {
+  std::call_once(g_weight_only_math_env, [] {
+    if (const char* env = std::getenv("QFORGE_WOQ_MATH"); env != nullptr && *env != '\0')
+      g_weight_only_math.store(parse_weight_only_math(env, "QFORGE_WOQ_MATH"));
+  });
+  return g_weight_only_math.load();
+}
+
+void set_weight_only_math(WeightOnlyMath math) {
+  weight_only_math();  // the environment is read first, so the call wins
+  g_weight_only_math.store(math);
+}
+
 std::int64_t amx_min_rows() {
   return g_amx_min_rows.load(std::memory_order_relaxed);
 }
@@ -78,6 +117,13 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
   // duplicate the AVX2 kernel.
   if (weight_only() && isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
   if (weight_only() && isa_ == Isa::avx_vnni) isa_ = Isa::avx2;
+  // int4 weight-only layers on zmm multiply bf16 pairs where the CPU has AVX512-BF16
+  // (weight_only_math()); a bf16 request that cannot be met runs the f32 kernels.
+  if (weight_only()) {
+    const WeightOnlyMath math =
+        activation_ == ActivationKind::bf16 ? WeightOnlyMath::bf16 : weight_only_math();
+    activation_ = bf16_math_for(weights_, isa_, math) ? ActivationKind::bf16 : ActivationKind::f32;
+  }
   // AMX runs the calls of at least amx_min_rows() rows; the zmm kernels run the others,
   // and every call of a layer the AMX generator cannot serve (e.g. groups of 32).
   const bool want_amx = isa_ == Isa::amx && isa_usable(Isa::amx);
@@ -88,9 +134,12 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
       CodeCache::global().get(key_for(1));
       break;
     } catch (const Error& e) {
-      const Isa next = next_isa(isa_);
+      const Isa next = activation_ == ActivationKind::bf16 ? isa_ : next_isa(isa_);
       report_fallback_once(key_for(1), next, e.what());
-      isa_ = next;
+      if (activation_ == ActivationKind::bf16)
+        activation_ = ActivationKind::f32;  // the f32 kernels of the same ISA next
+      else
+        isa_ = next;
     }
   }
   if (want_amx && isa_ == Isa::avx512_vnni) {
@@ -180,7 +229,10 @@ void set_operand(GemmCallArgs& call, const QuantizedActivations& x) {
   call.a_sums = x.group_sums.data();
 }
 void set_operand(GemmCallArgs& call, const FloatActivations& x) {
-  call.a_f32 = x.x.data();
+  if (x.bf16)
+    call.a_bf16 = x.pairs.data();
+  else
+    call.a_f32 = x.x.data();
   call.a_f32_sums = x.group_sums.data();
 }
 
@@ -233,6 +285,8 @@ void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& arg
   QF_REQUIRE(weight_only(), "linear: an int8-activation layer takes quantized activations");
   QF_REQUIRE(x.bits == weights_.bits(), "linear: f32 activations laid out for ", x.bits,
              "-bit weights, the layer's are ", weights_.bits(), "-bit");
+  QF_REQUIRE(x.bf16 == (activation_ == ActivationKind::bf16), "linear: ", x.bf16 ? "bf16" : "f32",
+             " activations for a layer whose kernels take ", activation_name(activation_));
   run(x, args, out, ldc, pool);
 }
 
@@ -244,36 +298,64 @@ void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
   forward(scratch, args, out, ldc, pool);
 }
 
+void QuantizedLinear::forward_normalized(const float* x, std::int64_t m, std::int64_t ldx,
+                                         const RmsNorm& norm, QuantizedActivations& scratch,
+                                         const EpilogueArgs& args, void* out, std::int64_t ldc,
+                                         ThreadPool& pool, float static_scale) const {
+  prepare_activations(scratch, m, weights_.k(), weights_.header.k_padded, weights_.header.group);
+  quantize_normalized_split(x, ldx, norm, static_scale, scratch, pool);
+  forward(scratch, args, out, ldc, pool);
+}
+
 void QuantizedLinear::forward_weight_only(const float* x, std::int64_t m, std::int64_t ldx,
                                           FloatActivations& scratch, const EpilogueArgs& args,
                                           void* out, std::int64_t ldc, ThreadPool& pool) const {
   prepare_float_activations(scratch, m, weights_.k(), weights_.header.k_padded,
-                            weights_.header.group, weights_.bits());
+                            weights_.header.group, weights_.bits(),
+                            activation_ == ActivationKind::bf16);
   copy_float_activation_rows(x, ldx, 0, m, scratch);
   forward(scratch, args, out, ldc, pool);
 }
 
-void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
-                    ThreadPool& pool) {
+namespace {
+
+// rows(first, count) over contiguous blocks of out's rows, one per thread for large calls;
+// a thread's error (a non-finite input) is rethrown here, the first row's first.
+template <typename QuantizeRows>
+void split_rows(const QuantizedActivations& out, ThreadPool& pool, const QuantizeRows& rows) {
   const std::int64_t parts =
       out.m >= kSplitQuantizeRows && out.m * out.k >= kSplitQuantizeValues ? pool.size() : 1;
   if (parts == 1) {
-    quantize_activation_rows(x, ldx, static_scale, 0, out.m, out);
+    rows(0, out.m);
     return;
   }
-  // Contiguous blocks of rows; a thread's error (a non-finite input) is rethrown here,
-  // the first row's first.
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
   pool.run([&](int t) {
     const std::int64_t first = out.m * t / parts, end = out.m * (t + 1) / parts;
     try {
-      quantize_activation_rows(x, ldx, static_scale, first, end - first, out);
+      rows(first, end - first);
     } catch (...) {
       errors[static_cast<std::size_t>(t)] = std::current_exception();
     }
   });
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
+                    ThreadPool& pool) {
+  split_rows(out, pool, [&](std::int64_t first, std::int64_t count) {
+    quantize_activation_rows(x, ldx, static_scale, first, count, out);
+  });
+}
+
+void quantize_normalized_split(const float* x, std::int64_t ldx, const RmsNorm& norm,
+                               float static_scale, QuantizedActivations& out, ThreadPool& pool) {
+  split_rows(out, pool, [&](std::int64_t first, std::int64_t count) {
+    quantize_normalized_rows(x, ldx, norm, static_scale, first, count, out);
+  });
 }
 
 }  // namespace qforge

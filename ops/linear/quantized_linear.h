@@ -3,6 +3,7 @@
 // or by rows for large M where the tuning table says so).
 //
 //   x (f32, M x K) --quantize_activations--> xu, a, xsum --kernel(s)--> y (epilogue)
+//   or rmsnorm(x)  --quantize_normalized_rows--^  (the norm fused into the quantizing pass)
 //   weight-only:   --copy_float_activation_rows--> x, xsum --kernel(s)--> y
 //
 // The kernel ISA is the best usable one (QFORGE_MAX_ISA / --max-isa honoured); a
@@ -10,11 +11,13 @@
 // and the fallback is reported once on stderr. With AMX usable, calls of at least
 // amx_min_rows() rows run the AMX kernel and smaller ones (decode) the zmm kernels; a
 // layer the AMX generator cannot serve stays on zmm. Weight-only layers run the FMA
-// kernels on zmm (AVX-512) or ymm (AVX2), never on tiles.
+// kernels on zmm (AVX-512) or ymm (AVX2), int4 ones vdpbf16ps on zmm where the CPU has
+// AVX512-BF16 (weight_only_math), never on tiles.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "jit/core/code_cache.h"
@@ -48,6 +51,21 @@ inline constexpr std::int64_t kSplitQuantizeRows = 8;
 inline constexpr std::int64_t kSplitQuantizeValues = std::int64_t{1} << 16;
 void quantize_split(const float* x, std::int64_t ldx, float static_scale, QuantizedActivations& out,
                     ThreadPool& pool);
+// The same split over the rows of rmsnorm(x) (quantize_normalized_rows: the normalized rows
+// stay in each thread's cache).
+void quantize_normalized_split(const float* x, std::int64_t ldx, const RmsNorm& norm,
+                               float static_scale, QuantizedActivations& out, ThreadPool& pool);
+
+// How int4 weight-only layers multiply on zmm: f32 FMA on the f32 rows, or vdpbf16ps on
+// the rows rounded to bf16 (AVX512-BF16; the int4 operands are exact in bf16, so only x
+// is rounded). automatic (the default): bf16 where the CPU runs AVX512-BF16 natively; bf16:
+// also under the emulator; f32: never. Int8 weight-only layers always run f32 FMA. Read
+// once from QFORGE_WOQ_MATH (auto|f32|bf16); set_weight_only_math() (--woq-math) overrides
+// it for layers built afterwards.
+enum class WeightOnlyMath { automatic, f32, bf16 };
+WeightOnlyMath parse_weight_only_math(const std::string& name, const std::string& where);
+WeightOnlyMath weight_only_math();
+void set_weight_only_math(WeightOnlyMath math);
 
 class QuantizedLinear {
  public:
@@ -71,6 +89,12 @@ class QuantizedLinear {
                const EpilogueArgs& args, void* out, std::int64_t ldc, ThreadPool& pool,
                float static_scale = 0.f) const;
 
+  // y = epilogue(rmsnorm(x) W^T): the norm is applied while quantizing (no f32 copy of
+  // the normalized rows), bit for bit rmsnorm into a buffer and forward() of it.
+  void forward_normalized(const float* x, std::int64_t m, std::int64_t ldx, const RmsNorm& norm,
+                          QuantizedActivations& scratch, const EpilogueArgs& args, void* out,
+                          std::int64_t ldc, ThreadPool& pool, float static_scale = 0.f) const;
+
   // Weight-only layers: y = epilogue(x W^T) with x the f32 rows (prepared for the weights).
   void forward(const FloatActivations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
                ThreadPool& pool) const;
@@ -81,7 +105,7 @@ class QuantizedLinear {
 
   const PackedWeights& weights() const { return weights_; }
   ActivationKind activation() const { return activation_; }
-  bool weight_only() const { return activation_ == ActivationKind::f32; }
+  bool weight_only() const { return activation_ != ActivationKind::s8; }
   const Epilogue& epilogue() const { return epilogue_; }
   Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
   bool uses_amx() const { return amx_; }

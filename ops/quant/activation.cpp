@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
@@ -146,43 +147,68 @@ void quantize_row_scalar(const float* x, std::int64_t k, float a, std::int8_t* x
         std::clamp(round_half_away(reciprocal ? x[i] * inverse : x[i] / a), -127.f, 127.f));
 }
 
-// static_scale > 0: every row's scale (no max pass); 0: each row's own.
-// Rows [first, end) only (every row by default).
+// Row r of `out` from `row` (K floats). static_scale > 0: that scale (no max pass); 0: the
+// row's own.
+template <bool kUseAvx2>
+void quantize_row(const float* row, std::int64_t r, float static_scale, QuantizedActivations& out) {
+  const bool fixed = static_scale > 0.f;
+  float a;
+  if (fixed) {
+    a = static_scale;
+    if (!kUseAvx2) check_finite_row(row, out.k, r);
+  } else if (kUseAvx2) {
+    a = checked_row_scale_avx2(row, out.k, r);
+  } else {
+    check_finite_row(row, out.k, r);
+    a = row_scale(row, out.k);
+  }
+  std::int8_t* xq = out.xq.data() + r * out.row_stride;
+  std::int32_t* sums = out.group_sums.data() + r * out.groups();
+  out.scale[r] = a;
+  std::fill(sums, sums + out.groups(), 0);
+  bool sums_done = a == 0.f;
+  if (a == 0.f) {
+    std::memset(xq, 0, out.k);
+  } else if (kUseAvx2) {
+    bool finite = true;
+    sums_done = fixed ? quantize_row_avx2<true>(row, out.k, a, out.group, xq, sums, &finite)
+                      : quantize_row_avx2<false>(row, out.k, a, out.group, xq, sums, nullptr);
+    if (!finite) check_finite_row(row, out.k, r);  // throws, naming the element
+  } else {
+    quantize_row_scalar(row, out.k, a, xq, fixed);
+  }
+  if (!sums_done) row_group_sums(out, r, sums);
+}
+
+// Rows [first, end) of x (every row by default).
 template <bool kUseAvx2>
 void quantize_rows(const float* x, std::int64_t ldx, QuantizedActivations& out,
                    float static_scale = 0.f, std::int64_t first = 0, std::int64_t end = -1) {
   QF_REQUIRE(x != nullptr, "activations: input pointer is null");
-  const bool fixed = static_scale > 0.f;
   if (end < 0) end = out.m;
+  for (std::int64_t r = first; r < end; ++r)
+    quantize_row<kUseAvx2>(x + r * ldx, r, static_scale, out);
+}
+
+// Rows [first, end) of rmsnorm(x): each row normalized into a per-thread row buffer that
+// stays in cache, then quantized from there.
+template <bool kUseAvx2>
+void quantize_normalized(const float* x, std::int64_t ldx, const RmsNorm& norm,
+                         QuantizedActivations& out, float static_scale, std::int64_t first,
+                         std::int64_t end) {
+  QF_REQUIRE(x != nullptr && norm.weight != nullptr, "activations: input or norm weight is null");
+  static thread_local std::vector<float> normalized;
+  if (normalized.size() < static_cast<std::size_t>(out.k))
+    normalized.resize(static_cast<std::size_t>(out.k));
   for (std::int64_t r = first; r < end; ++r) {
-    const float* row = x + r * ldx;
-    float a;
-    if (fixed) {
-      a = static_scale;
-      if (!kUseAvx2) check_finite_row(row, out.k, r);
-    } else if (kUseAvx2) {
-      a = checked_row_scale_avx2(row, out.k, r);
-    } else {
-      check_finite_row(row, out.k, r);
-      a = row_scale(row, out.k);
-    }
-    std::int8_t* xq = out.xq.data() + r * out.row_stride;
-    std::int32_t* sums = out.group_sums.data() + r * out.groups();
-    out.scale[r] = a;
-    std::fill(sums, sums + out.groups(), 0);
-    bool sums_done = a == 0.f;
-    if (a == 0.f) {
-      std::memset(xq, 0, out.k);
-    } else if (kUseAvx2) {
-      bool finite = true;
-      sums_done = fixed ? quantize_row_avx2<true>(row, out.k, a, out.group, xq, sums, &finite)
-                        : quantize_row_avx2<false>(row, out.k, a, out.group, xq, sums, nullptr);
-      if (!finite) check_finite_row(row, out.k, r);  // throws, naming the element
-    } else {
-      quantize_row_scalar(row, out.k, a, xq, fixed);
-    }
-    if (!sums_done) row_group_sums(out, r, sums);
+    rmsnorm(normalized.data(), x + r * ldx, norm, out.k);
+    quantize_row<kUseAvx2>(normalized.data(), r, static_scale, out);
   }
+}
+
+void check_rows(std::int64_t first, std::int64_t count, const QuantizedActivations& out) {
+  QF_REQUIRE(first >= 0 && count >= 0 && first + count <= out.m, "activations: rows [", first, ", ",
+             first + count, ") outside the ", out.m, " prepared");
 }
 
 }  // namespace
@@ -218,13 +244,23 @@ void quantize_activations_static_reference(const float* x, std::int64_t ldx, flo
 
 void quantize_activation_rows(const float* x, std::int64_t ldx, float static_scale,
                               std::int64_t first, std::int64_t count, QuantizedActivations& out) {
-  QF_REQUIRE(first >= 0 && count >= 0 && first + count <= out.m, "activations: rows [", first, ", ",
-             first + count, ") outside the ", out.m, " prepared");
+  check_rows(first, count, out);
   if (static_scale != 0.f) check_static_scale(static_scale);
   if (cpu_info().isa.avx2)
     quantize_rows<true>(x, ldx, out, static_scale, first, first + count);
   else
     quantize_rows<false>(x, ldx, out, static_scale, first, first + count);
+}
+
+void quantize_normalized_rows(const float* x, std::int64_t ldx, const RmsNorm& norm,
+                              float static_scale, std::int64_t first, std::int64_t count,
+                              QuantizedActivations& out) {
+  check_rows(first, count, out);
+  if (static_scale != 0.f) check_static_scale(static_scale);
+  if (cpu_info().isa.avx2)
+    quantize_normalized<true>(x, ldx, norm, out, static_scale, first, first + count);
+  else
+    quantize_normalized<false>(x, ldx, norm, out, static_scale, first, first + count);
 }
 
 }  // namespace qforge

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "jit/base/aligned_buffer.h"
+#include "ops/norm/rmsnorm.h"
 
 namespace qforge {
 
@@ -57,6 +58,13 @@ void quantize_activations_static_reference(const float* x, std::int64_t ldx, flo
 // row 0: what a thread of a split call quantizes; the rows match a whole call bit for bit.
 void quantize_activation_rows(const float* x, std::int64_t ldx, float static_scale,
                               std::int64_t first, std::int64_t count, QuantizedActivations& out);
+
+// The same rows of rmsnorm(x) (ops/norm/rmsnorm.h), each normalized in a per-thread row
+// buffer and quantized from there: the normalized f32 rows never go to memory. Bit for bit
+// rmsnorm into a buffer and quantize_activation_rows of that buffer.
+void quantize_normalized_rows(const float* x, std::int64_t ldx, const RmsNorm& norm,
+                              float static_scale, std::int64_t first, std::int64_t count,
+                              QuantizedActivations& out);
 
 // Rounds half away from zero; the single definition both paths follow.
 float round_half_away(float v);

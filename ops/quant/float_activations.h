@@ -13,6 +13,11 @@
 //     acc = sum_k x[k] * operand[k]           (float FMA)
 //     y  += (acc - bias * sums[j]) * scale[n][j]  (+ sums[j] * offset[n][j])
 // and no row scale: the activations are not quantized.
+//
+// bf16 (int4 weights, the vdpbf16ps kernels): row r is Kp bf16 values at pairs + r *
+// row_stride bytes (row_stride a multiple of 64 >= 2 Kp), each packed row's 8 k as the 4
+// dword pairs the kernel multiplies (woq_fields.h: (k0, k2), (k4, k6), (k1, k3), (k5, k7)),
+// x rounded to nearest even, unscaled; sums[r][j] sums the rounded values, in float.
 #pragma once
 
 #include <cstdint>
@@ -23,22 +28,28 @@ namespace qforge {
 
 struct FloatActivations {
   std::int64_t m = 0, k = 0, k_padded = 0, group = 0;
-  int bits = 8;                     // of the weights: decides the stored scaling
-  std::int64_t row_stride = 0;      // bytes between rows
-  AlignedBuffer<float> x;           // m x row_stride / 4 floats
-  AlignedBuffer<float> group_sums;  // m x groups
+  int bits = 8;                        // of the weights: decides the stored scaling
+  bool bf16 = false;                   // bf16 pairs (int4 only) instead of scaled f32
+  std::int64_t row_stride = 0;         // bytes between rows
+  AlignedBuffer<float> x;              // m x row_stride / 4 floats
+  AlignedBuffer<std::uint16_t> pairs;  // bf16: m x row_stride / 2 values
+  AlignedBuffer<float> group_sums;     // m x groups
 
   std::int64_t groups() const { return k_padded / group; }
   const float* row(std::int64_t r) const { return x.data() + r * (row_stride / 4); }
   const float* sums(std::int64_t r) const { return group_sums.data() + r * groups(); }
-  // x[r][i] itself (the stored value times 2^e).
+  const std::uint16_t* pair_row(std::int64_t r) const {
+    return pairs.data() + r * (row_stride / 2);
+  }
+  // x[r][i] as the kernel multiplies it (the stored value times 2^e, or the bf16 value).
   float value(std::int64_t r, std::int64_t i) const;
 };
 
 // Sizes `out` for M rows of K values grouped by `group` into Kp. The buffers only grow,
 // so one FloatActivations can serve every layer of a model in turn.
 void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64_t k,
-                               std::int64_t k_padded, std::int64_t group, int bits);
+                               std::int64_t k_padded, std::int64_t group, int bits,
+                               bool bf16 = false);
 
 // Copies rows [first, first + count) of x (leading dimension ldx floats, x pointing at
 // row 0) into `out` (zeros in [K, Kp)) and sums their groups.

@@ -4,10 +4,12 @@
 // and blocking; and the whole layer against the dequantized weights' f64 matmul.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "jit/base/error.h"
+#include "jit/base/half_float.h"
 #include "jit/cpu/isa.h"
 #include "jit/gemm/amx_generator.h"
 #include "jit/gemm/gemm_generator.h"
@@ -144,6 +146,96 @@ TEST(WeightOnlyKernels, LlamaShapes) {
       }
 }
 
+// bf16 kernels (int4 on zmm, vdpbf16ps on bf16 pairs of x looked-up nibbles): every tail
+// class and epilogue, random shapes with unit splits, every blocking that fits and a
+// Llama shape, against the reference over the same bf16-rounded activations.
+const char* const kBf16Schemes[] = {"woq-int4-g32",  "woq-int4-g32-asym", "woq-int4-g128",
+                                    "woq-int4-asym", "woq-int4-g256",     "woq-int4-g64-asym"};
+
+TEST(WeightOnlyKernels, Bf16EveryTailBlockingAndShape) {
+  if (!isa_usable(Isa::avx512_vnni)) GTEST_SKIP() << "no zmm kernels here, native or emulated";
+  const bool slow = emulated(Isa::avx512_vnni);
+  int index = 0;
+  for (const char* scheme : kBf16Schemes)
+    for (std::int64_t m : {1, 2, 3, 5, 9})
+      for (std::int64_t n : {1, 15, 16, 17, 40}) {
+        if (slow && index++ % 3 != 0) continue;
+        test::KernelCase c;
+        c.isa = Isa::avx512_vnni;
+        c.bf16 = true;
+        c.m = m;
+        c.n = n;
+        c.k = (n * 37 + m * 12) % 300 / 8 * 8 + 8;
+        c.scheme = parse_quant_scheme(scheme);
+        c.epilogue = float_epilogue(int(m + n));
+        c.seed = m * 171 + n;
+        expect_kernel_matches(c);
+        if (HasFailure()) return;
+      }
+  std::mt19937 rng(5);
+  for (int i = 0; i < (slow ? 12 : 150); ++i) {
+    test::KernelCase c;
+    c.isa = Isa::avx512_vnni;
+    c.bf16 = true;
+    c.n = std::uniform_int_distribution<int>(1, 300)(rng);
+    c.k = std::uniform_int_distribution<int>(1, 128)(rng) * 8;
+    const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
+    c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
+    c.scheme = parse_quant_scheme(kBf16Schemes[i % std::size(kBf16Schemes)]);
+    c.epilogue = float_epilogue(i / 3);
+    c.seed = 9000 + i;
+    c.unit_splits = 1 + i % 3;
+    expect_kernel_matches(c);
+    if (HasFailure()) return;
+  }
+  int checked = 0;
+  for (int mr = 1; mr <= 8; ++mr)
+    for (int nr = 1; nr <= 8; ++nr) {
+      if (slow && (mr + nr) % 3 != 0) continue;
+      test::KernelCase c;
+      c.isa = Isa::avx512_vnni;
+      c.bf16 = true;
+      c.m = mr + 2;
+      c.n = 16 * nr + 5;
+      c.k = 256;
+      c.scheme = parse_quant_scheme(mr % 2 ? "woq-int4-g128" : "woq-int4-g64-asym");
+      c.default_blocking = false;
+      c.blocking = Blocking{mr, nr, 1 + (mr + nr) % 5, (mr % 2) * 512};
+      c.epilogue = float_epilogue(mr * nr);
+      const PackedHeader h = make_packed_header(c.n, c.k, c.scheme, c.epilogue.swiglu);
+      if (!fits(test::key_for(c, h), c.blocking)) continue;
+      expect_kernel_matches(c);
+      ++checked;
+      if (HasFailure()) return;
+    }
+  EXPECT_GE(checked, 8);
+  test::KernelCase c;
+  c.isa = Isa::avx512_vnni;
+  c.bf16 = true;
+  c.m = slow ? 1 : 33;
+  c.n = 64;
+  c.k = 4096;
+  c.scheme = parse_quant_scheme("woq-int4-g128");
+  c.unit_splits = 2;
+  expect_kernel_matches(c);
+}
+
+// bf16 keys are for int4 on zmm; the generator names what it refuses.
+TEST(WeightOnlyKernels, Bf16KeysOnlyForInt4OnZmm) {
+  const PackedHeader int4 = make_packed_header(40, 128, parse_quant_scheme("int4-g32"));
+  const PackedHeader int8 = make_packed_header(40, 128, parse_quant_scheme("int8"));
+  const GemmKey key = gemm_key_for(int4, Epilogue{}, Isa::avx512_vnni, 1, ActivationKind::bf16);
+  EXPECT_NE(kernel_name(key).find("gemm_u8bf16_avx512vnni"), std::string::npos);
+  EXPECT_TRUE(key.weight_only());
+  EXPECT_THROW(
+      GemmGenerator{gemm_key_for(int8, Epilogue{}, Isa::avx512_vnni, 1, ActivationKind::bf16)},
+      Error);
+  EXPECT_THROW(GemmGenerator{gemm_key_for(int4, Epilogue{}, Isa::avx2, 1, ActivationKind::bf16)},
+               Error);
+  EXPECT_EQ(parse_activation("bf16", "x"), ActivationKind::bf16);
+  EXPECT_THROW(parse_activation("f16", "x"), Error);
+}
+
 // The weight-only layout is the W8A8 one and the key says which operand a kernel reads.
 TEST(WeightOnlyKernels, KeyNamesTheActivationAndRefusesWhatItCannotServe) {
   const PackedHeader h = make_packed_header(40, 128, parse_quant_scheme("int4-g32"));
@@ -169,8 +261,12 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
       const auto x = test::random_floats(m * (k + 7), 92 + m, 1.f);
       const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
       const std::vector<float> deq = dequantize(q);
+      const WeightOnlyMath saved = weight_only_math();
+      set_weight_only_math(WeightOnlyMath::f32);  // the f32 kernels, also where bf16 is native
       QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, best_isa(), ActivationKind::f32);
+      set_weight_only_math(saved);
       ASSERT_TRUE(layer.weight_only());
+      ASSERT_EQ(layer.activation(), ActivationKind::f32);
       FloatActivations scratch;
       std::vector<float> y(m * n);
       layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
@@ -187,6 +283,52 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
       // add a few ulps of K.
       EXPECT_LT(err, 2e-4 * ref_norm) << name << " M " << m;
     }
+}
+
+// A bf16 layer (requested; int4 on zmm, natively or through the emulator) runs the
+// vdpbf16ps kernels, and its output is y = bf16(x) W^T in double over the dequantized
+// weights; an int8 layer asked for bf16 runs the f32 kernels.
+TEST(WeightOnlyKernels, Bf16LayerMatchesTheDequantizedWeightsInDouble) {
+  if (!isa_usable(Isa::avx512_vnni)) GTEST_SKIP() << "no zmm kernels here, native or emulated";
+  ThreadPool pool(2);
+  for (const char* name : {"woq-int4-g32-asym", "woq-int4-g128"})
+    for (std::int64_t m : {1, 3, 20}) {
+      const QuantScheme scheme = parse_quant_scheme(name);
+      const std::int64_t n = 75, k = 333;
+      const auto w = test::random_floats(n * k, 81 + m, 0.05f);
+      const auto x = test::random_floats(m * (k + 7), 82 + m, 1.f);
+      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
+      const std::vector<float> deq = dequantize(q);
+      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, Isa::avx512_vnni,
+                            ActivationKind::bf16);
+      ASSERT_EQ(layer.activation(), ActivationKind::bf16);
+      ASSERT_EQ(layer.key_for(m).activation, ActivationKind::bf16);
+      FloatActivations scratch;
+      std::vector<float> y(m * n);
+      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
+      double err = 0, ref_norm = 0;
+      for (std::int64_t r = 0; r < m; ++r)
+        for (std::int64_t c = 0; c < n; ++c) {
+          double want = 0;
+          for (std::int64_t i = 0; i < k; ++i)
+            want += double(bf16_to_f32(f32_to_bf16(x[r * (k + 7) + i]))) * double(deq[c * k + i]);
+          err = std::max(err, std::fabs(double(y[r * n + c]) - want));
+          ref_norm = std::max(ref_norm, std::fabs(want));
+        }
+      EXPECT_LT(err, 2e-4 * ref_norm) << name << " M " << m;
+      if (m == 1) {  // --woq-math f32 keeps the same layer on the f32 kernels
+        const WeightOnlyMath saved = weight_only_math();
+        set_weight_only_math(WeightOnlyMath::f32);
+        const QuantizedLinear forced_f32(pack_quantized(q, 1), Epilogue{}, Isa::avx512_vnni,
+                                         ActivationKind::f32);
+        set_weight_only_math(saved);
+        EXPECT_EQ(forced_f32.activation(), ActivationKind::f32);
+      }
+    }
+  const auto w8 = test::random_floats(32 * 64, 3, 0.05f);
+  QuantizedLinear int8(pack_weights(w8.data(), 32, 64, parse_quant_scheme("woq-int8"), 1),
+                       Epilogue{}, Isa::avx512_vnni, ActivationKind::bf16);
+  EXPECT_EQ(int8.activation(), ActivationKind::f32);
 }
 
 }  // namespace

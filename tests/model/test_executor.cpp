@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,6 +152,34 @@ TEST(Executor, PrefillBatchMatchesTokenByTokenDecode) {
     const std::vector<float> batched = all_logits(session, tokens, true);
     const std::vector<float> one_by_one = all_logits(session, tokens, false);
     expect_logits_near(batched, one_by_one, session.executor.vocab_size(), 1e-4f);
+  }
+}
+
+// The layers behind a norm take the rows before it (forward_normalized: the int8 layers
+// quantize each row as it is normalized); with an observer attached the executor writes
+// the normalized rows and calls forward() instead. Both give the same logits bit for bit,
+// batched and one token at a time.
+struct CountingObserver final : LinearInputObserver {
+  int calls = 0;
+  void observe(int, LinearSite, const float*, int, int) override { ++calls; }
+};
+
+TEST(Executor, NormFusedIntoTheLayerInputIsBitIdentical) {
+  for (const char* quant : {"int8", "int4-g32", "woq-int8", "f32"}) {
+    SCOPED_TRACE(quant);
+    Session session(gguf_path(), quant, "", /*threads=*/2);
+    const std::vector<int> tokens = session.model.tokenizer.encode(kPrompt, true, false);
+    for (bool batched : {true, false}) {
+      const std::vector<float> fused = all_logits(session, tokens, batched);
+      CountingObserver observer;
+      session.executor.set_observer(&observer);
+      const std::vector<float> unfused = all_logits(session, tokens, batched);
+      session.executor.set_observer(nullptr);
+      EXPECT_GT(observer.calls, 0);
+      ASSERT_EQ(fused.size(), unfused.size());
+      EXPECT_EQ(std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)), 0)
+          << (batched ? "batched" : "token by token");
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/base/error.h"
+#include "jit/base/half_float.h"
 #include "jit/gemm/woq_fields.h"
 #include "ops/quant/activation.h"
 #include "ops/quant/float_activations.h"
@@ -205,6 +206,40 @@ TEST(FloatActivations, ScaledRowsZeroPaddingAndGroupSums) {
       }
     }
   EXPECT_THROW(prepare_float_activations(big, 2, 64, 64, 36, 4), Error);  // g % 8 != 0
+}
+
+// bf16 rows: each packed row's 8 k as the kernel's dword pairs (k0, k2), (k4, k6), (k1, k3),
+// (k5, k7), rounded to nearest even (ties planted), zeros in [K, Kp) of a reused buffer,
+// group sums of the rounded values; bf16 is refused for int8 weights.
+TEST(FloatActivations, Bf16PairsInTheKernelsOrder) {
+  const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};  // slot -> k within the packed row
+  FloatActivations reused;
+  const auto wide = test::random_floats(2 * 256, 9, 50.f);
+  prepare_float_activations(reused, 2, 256, 256, 64, 4, true);
+  copy_float_activation_rows(wide.data(), 256, 0, 2, reused);
+  for (std::int64_t k : {1, 8, 37, 100}) {
+    const std::int64_t g = 32, kp = (k + g - 1) / g * g;
+    auto x = test::random_floats(2 * k, 11 + k, 3.f);
+    x[0] = 1.00390625f;  // 1 + 2^-8: a tie, rounds to even (1.0)
+    prepare_float_activations(reused, 2, k, kp, g, 4, true);
+    copy_float_activation_rows(x.data(), k, 0, 2, reused);
+    for (std::int64_t r = 0; r < 2; ++r) {
+      for (std::int64_t i = 0; i < kp; ++i) {
+        const std::int64_t at = i / 8 * 8 + order[i % 8];
+        const float want = at < k ? bf16_to_f32(f32_to_bf16(x[r * k + at])) : 0.f;
+        ASSERT_EQ(bf16_to_f32(reused.pair_row(r)[i]), want) << "K " << k << " slot " << i;
+        ASSERT_EQ(reused.value(r, at), want);
+      }
+      for (std::int64_t j = 0; j < kp / g; ++j) {
+        float sum = 0.f;
+        for (std::int64_t i = j * g; i < std::min(k, (j + 1) * g); ++i)
+          sum += bf16_to_f32(f32_to_bf16(x[r * k + i]));
+        EXPECT_EQ(reused.sums(r)[j], sum);
+      }
+    }
+    EXPECT_EQ(reused.value(0, 0), 1.0f);
+  }
+  EXPECT_THROW(prepare_float_activations(reused, 2, 64, 64, 32, 8, true), Error);
 }
 
 }  // namespace

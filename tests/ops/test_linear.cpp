@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "jit/base/error.h"
 #include "jit/core/code_cache.h"
@@ -140,6 +141,58 @@ TEST(QuantizeSplit, MatchesOneWholeCallBitForBit) {
     ADD_FAILURE() << "NaN quantized";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("x[30][4] is not finite"), std::string::npos) << e.what();
+  }
+}
+
+// The norm fused into the quantizing pass: the same bytes, scales and group sums as
+// rmsnorm into memory and quantizing that (dynamic and static, split over the pool or not,
+// K with and without tails), and the layer's output equal to forward() of the normalized
+// rows; a non-finite input is still named by its row.
+TEST(QuantizeNormalized, EqualsRmsnormThenQuantizeBitForBit) {
+  ThreadPool pool(2);
+  for (const std::int64_t k : {37, 200, 2051})
+    for (const std::int64_t m : {1, 9, 512})
+      for (const float scale : {0.f, 0.02f}) {
+        SCOPED_TRACE(testing::Message() << "K " << k << " M " << m << " scale " << scale);
+        const std::int64_t kp = (k + 63) / 64 * 64, g = 32;
+        const auto x = test::random_floats(m * k, m + k, 3.f);
+        const auto gain = test::random_floats(k, k, 1.f);
+        const RmsNorm norm{gain.data(), 1e-5f};
+        std::vector<float> normalized(m * k);
+        for (std::int64_t r = 0; r < m; ++r)
+          rmsnorm(normalized.data() + r * k, x.data() + r * k, norm, k);
+        QuantizedActivations fused, whole;
+        prepare_activations(fused, m, k, kp, g);
+        prepare_activations(whole, m, k, kp, g);
+        quantize_normalized_split(x.data(), k, norm, scale, fused, pool);
+        quantize_split(normalized.data(), k, scale, whole, pool);
+        for (std::int64_t r = 0; r < m; ++r) {
+          ASSERT_EQ(fused.scale[r], whole.scale[r]) << "row " << r;
+          ASSERT_EQ(std::memcmp(fused.row(r), whole.row(r), kp), 0) << "row " << r;
+          for (std::int64_t j = 0; j < kp / g; ++j) ASSERT_EQ(fused.sums(r)[j], whole.sums(r)[j]);
+        }
+        if (scale != 0.f || m > 9) continue;
+        const std::int64_t n = 48;
+        const auto w = test::random_floats(n * k, k + 1, 0.05f);
+        const QuantizedLinear linear(pack_weights(w.data(), n, k, parse_quant_scheme("int8"), 1),
+                                     Epilogue{});
+        std::vector<float> got(m * n), want(m * n);
+        QuantizedActivations scratch;
+        linear.forward_normalized(x.data(), m, k, norm, scratch, {}, got.data(), n, pool);
+        linear.forward(normalized.data(), m, k, scratch, {}, want.data(), n, pool);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+      }
+  const std::int64_t k = 200;
+  auto bad = test::random_floats(33 * k, 5, 1.f);
+  bad[30 * k + 4] = std::nanf("");
+  const auto gain = test::random_floats(k, 6, 1.f);
+  QuantizedActivations q;
+  prepare_activations(q, 33, k, 256, 32);
+  try {
+    quantize_normalized_split(bad.data(), k, RmsNorm{gain.data(), 1e-5f}, 0.f, q, pool);
+    ADD_FAILURE() << "NaN quantized";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x[30]["), std::string::npos) << e.what();
   }
 }
 

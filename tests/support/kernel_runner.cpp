@@ -20,13 +20,15 @@ std::string describe(const KernelCase& c) {
     << " " << epilogue_name(c.epilogue) << " seed " << c.seed << " splits " << c.unit_splits;
   if (!c.default_blocking) s << " blocking " << c.blocking.mr << "x" << c.blocking.nr;
   if (c.float_offsets) s << " float offsets";
-  if (c.scheme.weight_only) s << " (f32 activations)";
+  if (c.scheme.weight_only) s << (c.bf16 ? " (bf16 activations)" : " (f32 activations)");
   return s.str();
 }
 
 GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
-  GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m,
-                             c.scheme.weight_only ? ActivationKind::f32 : ActivationKind::s8);
+  const ActivationKind activation = !c.scheme.weight_only ? ActivationKind::s8
+                                    : c.bf16              ? ActivationKind::bf16
+                                                          : ActivationKind::f32;
+  GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m, activation);
   if (!c.default_blocking) key.blocking = c.blocking;
   return key;
 }
@@ -82,7 +84,7 @@ std::string check_kernel(const KernelCase& c) {
   FloatActivations xf;
   if (weight_only) {
     prepare_float_activations(xf, m, k, packed.header.k_padded, packed.header.group,
-                              packed.header.bits);
+                              packed.header.bits, c.bf16);
     copy_float_activation_rows(x.data(), k, 0, m, xf);
   } else {
     prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
@@ -115,7 +117,10 @@ std::string check_kernel(const KernelCase& c) {
 
   GemmCallArgs call;
   if (weight_only) {
-    call.a_f32 = xf.x.data();
+    if (c.bf16)
+      call.a_bf16 = xf.pairs.data();
+    else
+      call.a_f32 = xf.x.data();
     call.a_f32_sums = xf.group_sums.data();
   } else {
     call.a = xq.xq.data();

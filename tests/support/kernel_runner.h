@@ -23,6 +23,8 @@ struct KernelCase {
   int unit_splits = 1;  // call the kernel on this many unit ranges (as threads would)
   // int4 asymmetric only: float offsets (GGUF Q4_1 minima) in place of integer zero points
   bool float_offsets = false;
+  // weight-only int4 on zmm only: bf16 activations (the vdpbf16ps kernels)
+  bool bf16 = false;
 };
 
 std::string describe(const KernelCase& c);

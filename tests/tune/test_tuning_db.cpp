@@ -44,6 +44,8 @@ TuningDb sample_db() {
         GemmKey key = shape(isa, 2048 + 16 * i, 5632, i % 2 ? 128 : 5632, i % 3 ? 8 : 4, i % 5 == 0,
                             e, bucket);
         if (i % 7 == 3) key.activation = ActivationKind::f32;  // weight-only kernels
+        if (i % 7 == 5 && isa == Isa::avx512_vnni && key.bits == 4)
+          key.activation = ActivationKind::bf16;
         TunedKernel t;
         t.blocking = default_blocking(key);
         t.blocking.k_unroll = 1 + i % 8;
