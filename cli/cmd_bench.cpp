@@ -255,6 +255,9 @@ void print_table(const std::vector<nlohmann::json>& rows) {
     std::printf("; %.3f of the %s peak (%.1f GFLOPS)", r["prefill_fma_ratio"].get<double>(),
                 r["fma_peak_instruction"].get<std::string>().c_str(),
                 r["fma_peak_gflops"].get<double>());
+    if (r.contains("prefill_bf16_ratio"))
+      std::printf("; %.3f of the vdpbf16ps zmm peak (%.1f GFLOPS)",
+                  r["prefill_bf16_ratio"].get<double>(), r["bf16_peak_gflops"].get<double>());
     std::printf("\n");
   }
 }
@@ -269,7 +272,8 @@ void bench(Options o) {
   // The machine's int8 dot-product peak, before any child starts, and its read bandwidth
   // around each child (the measuring threads are joined: safe to fork).
   const double peak_gops = dot_peak_gops(threads);
-  const double fma_peak = fma_peak_gflops(threads);  // weight-only and f32 prefill's limit
+  const double fma_peak = fma_peak_gflops(threads);    // weight-only and f32 prefill's limit
+  const double bf16_peak = bf16_peak_gflops(threads);  // bf16 weight-only's (0: not native)
   std::string amx_missing;
   const double amx_peak = amx_peak_gops(threads, 2'000'000, &amx_missing);
   std::vector<nlohmann::json> rows;
@@ -303,6 +307,9 @@ void bench(Options o) {
     r["fma_peak_gflops"] = fma_peak;
     r["fma_peak_instruction"] = fma_peak_instruction();
     r["prefill_fma_ratio"] = fma_peak > 0 ? prefill_gops / fma_peak : 0.0;
+    // ... and vdpbf16ps's where AVX512-BF16 runs natively (int4 weight-only layers use it).
+    r["bf16_peak_gflops"] = bf16_peak;
+    if (bf16_peak > 0) r["prefill_bf16_ratio"] = prefill_gops / bf16_peak;
     // On AMX hosts prefill runs on tiles: its limit is the tdpbsud peak.
     r["amx_peak_gops"] = amx_peak;
     if (r["prefill_on_amx"].get<bool>() && amx_peak > 0)

@@ -93,9 +93,12 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
                               "decode_gbps",
                               "bw_ratio",
                               "fma_peak_gflops",
-                              "prefill_fma_ratio"})
+                              "prefill_fma_ratio",
+                              "bf16_peak_gflops"})
       EXPECT_TRUE(j.contains(field)) << field << " missing in " << j.dump();
     EXPECT_GT(j["fma_peak_gflops"].get<double>(), 0);
+    // The vdpbf16ps ratio exactly where the peak was measured (AVX512-BF16 natively).
+    EXPECT_EQ(j.contains("prefill_bf16_ratio"), j["bf16_peak_gflops"].get<double>() > 0);
     // The limit is the better of the samples taken around this precision's run.
     EXPECT_GT(j["read_gbps_before"].get<double>(), 0);
     EXPECT_GT(j["read_gbps_after"].get<double>(), 0);
@@ -566,6 +569,32 @@ TEST(WeightOnly, RunsWithGptqWeightsAndRefusesActivationMethods) {
       test::run_command(kQforge + " dump-asm --n 40 --k 256 --isa amx --activation f32");
   EXPECT_NE(tiles.exit_code, 0);
   EXPECT_NE(tiles.output.find("not on AMX tiles"), std::string::npos) << tiles.output;
+
+  // The bf16 kernels (int4 on zmm): nibbles looked up as bf16, vdpbf16ps; refused for int8.
+  const auto bf16 = test::run_command(
+      kQforge + " dump-asm --n 40 --k 256 --group 32 --bits 4 --isa avx512-vnni --activation bf16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("gemm_u8bf16_avx512vnni_n40_k256_g32_w4s"), std::string::npos);
+  EXPECT_NE(bf16.output.find("vdpbf16ps"), std::string::npos);
+  EXPECT_NE(bf16.output.find("vpermw"), std::string::npos);
+  const auto bf16_int8 = test::run_command(
+      kQforge + " dump-asm --n 40 --k 256 --bits 8 --isa avx512-vnni --activation bf16");
+  EXPECT_NE(bf16_int8.exit_code, 0);
+  EXPECT_NE(bf16_int8.output.find("bf16 activations are for int4 weights"), std::string::npos)
+      << bf16_int8.output;
+  // --woq-math: bf16 (where zmm and AVX512-BF16 run, else the f32 kernels) keeps the model's
+  // quality within bf16's rounding of x; f32 forces the FMA kernels; a bad value is named.
+  const auto f32_math = test::run_command(base + "woq-int4-g32 --woq-math f32");
+  const auto bf16_math = test::run_command(base + "woq-int4-g32 --woq-math bf16");
+  ASSERT_EQ(f32_math.exit_code, 0) << f32_math.output;
+  ASSERT_EQ(bf16_math.exit_code, 0) << bf16_math.output;
+  const auto fm = json_lines(f32_math.output), bm = json_lines(bf16_math.output);
+  ASSERT_EQ(fm.size(), 1u);
+  ASSERT_EQ(bm.size(), 1u);
+  EXPECT_NEAR(bm[0]["perplexity"].get<double>(), fm[0]["perplexity"].get<double>(),
+              0.005 * fm[0]["perplexity"].get<double>());
+  EXPECT_LT(bm[0]["mean_kld"].get<double>(), fm[0]["mean_kld"].get<double>() + 0.005);
+  refused("woq-int4-g32 --woq-math f16", "--woq-math: 'f16' is not one of auto|f32|bf16");
 }
 
 TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
