@@ -119,7 +119,7 @@ void register_all() {
   for (int t : {1, 2})
     benchmark::RegisterBenchmark("BM_FloatPeaks", BM_FloatPeaks)->Arg(t)->Iterations(1);
   const std::int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
-  const bool bf16_native = cpu_info().isa.avx512_bf16 && isa_usable(Isa::avx512_vnni);
+  const bool bf16_native = bf16_weight_only_native();
   for (int bits : {8, 4})
     for (int math : {0, 1}) {
       if (math == 1 && (bits != 4 || !bf16_native)) continue;

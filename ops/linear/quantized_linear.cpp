@@ -56,13 +56,21 @@ std::once_flag g_weight_only_math_env;
 bool bf16_math_for(const PackedWeights& w, Isa isa, WeightOnlyMath math) {
   if (math == WeightOnlyMath::f32 || w.bits() != 4 || isa != Isa::avx512_vnni || !isa_usable(isa))
     return false;
-  const CpuInfo& cpu = cpu_info();
-  const bool native = cpu.isa.avx512_bf16 && (hardware_isa_mask(cpu) & isa_bit(isa));
-  const bool emulated = emulated_isa_mask() & isa_bit(isa);
-  return native || (math == WeightOnlyMath::bf16 && emulated);
+  return bf16_weight_only_native() || (math == WeightOnlyMath::bf16 && bf16_weight_only_runs());
 }
 
 }  // namespace
+
+bool bf16_weight_only_native() {
+  const CpuInfo& cpu = cpu_info();
+  return cpu.isa.avx512_bf16 && (hardware_isa_mask(cpu) & isa_bit(Isa::avx512_vnni)) &&
+         isa_usable(Isa::avx512_vnni);
+}
+
+bool bf16_weight_only_runs() {
+  return bf16_weight_only_native() ||
+         ((emulated_isa_mask() & isa_bit(Isa::avx512_vnni)) && isa_usable(Isa::avx512_vnni));
+}
 
 WeightOnlyMath parse_weight_only_math(const std::string& name, const std::string& where) {
   if (name == "auto") return WeightOnlyMath::automatic;

@@ -63,6 +63,11 @@ void quantize_normalized_split(const float* x, std::int64_t ldx, const RmsNorm& 
 // once from QFORGE_WOQ_MATH (auto|f32|bf16); set_weight_only_math() (--woq-math) overrides
 // it for layers built afterwards.
 enum class WeightOnlyMath { automatic, f32, bf16 };
+// The bf16 kernels run here: AVX512-BF16 natively (zmm usable under the cap) ...
+bool bf16_weight_only_native();
+// ... or zmm through the emulator (which provides AVX512-BF16 with the rest of AVX-512).
+// A CPU with native AVX-512 but no AVX512-BF16 can run neither.
+bool bf16_weight_only_runs();
 WeightOnlyMath parse_weight_only_math(const std::string& name, const std::string& where);
 WeightOnlyMath weight_only_math();
 void set_weight_only_math(WeightOnlyMath math);

@@ -153,7 +153,8 @@ const char* const kBf16Schemes[] = {"woq-int4-g32",  "woq-int4-g32-asym", "woq-i
                                     "woq-int4-asym", "woq-int4-g256",     "woq-int4-g64-asym"};
 
 TEST(WeightOnlyKernels, Bf16EveryTailBlockingAndShape) {
-  if (!isa_usable(Isa::avx512_vnni)) GTEST_SKIP() << "no zmm kernels here, native or emulated";
+  if (!bf16_weight_only_runs())
+    GTEST_SKIP() << "vdpbf16ps runs neither natively nor through the emulator here";
   const bool slow = emulated(Isa::avx512_vnni);
   int index = 0;
   for (const char* scheme : kBf16Schemes)
@@ -289,7 +290,8 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
 // vdpbf16ps kernels, and its output is y = bf16(x) W^T in double over the dequantized
 // weights; an int8 layer asked for bf16 runs the f32 kernels.
 TEST(WeightOnlyKernels, Bf16LayerMatchesTheDequantizedWeightsInDouble) {
-  if (!isa_usable(Isa::avx512_vnni)) GTEST_SKIP() << "no zmm kernels here, native or emulated";
+  if (!bf16_weight_only_runs())
+    GTEST_SKIP() << "vdpbf16ps runs neither natively nor through the emulator here";
   ThreadPool pool(2);
   for (const char* name : {"woq-int4-g32-asym", "woq-int4-g128"})
     for (std::int64_t m : {1, 3, 20}) {
