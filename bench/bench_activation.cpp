@@ -29,18 +29,25 @@ using qforge::bench::Clock;
 using qforge::bench::median;
 using qforge::bench::seconds_since;
 
+// An N x K int8 layer of N(0, 0.02) weights.
+qforge::QuantizedLinear int8_layer(std::int64_t n, std::int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.f, 0.02f);
+  std::vector<float> w(static_cast<std::size_t>(n * k));
+  for (float& v : w) v = dist(rng);
+  return qforge::QuantizedLinear(
+      qforge::pack_weights(w.data(), n, k, qforge::parse_quant_scheme("int8"), 2),
+      qforge::Epilogue{});
+}
+
 // M x K activations through an N x K int8 layer, threads 2.
 void BM_StaticActivations(benchmark::State& state) {
   const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> w(std::size_t(n * k)), x(std::size_t(m * k)), y(std::size_t(m * n));
-  for (float& v : w) v = 0.02f * dist(rng);
+  std::vector<float> x(std::size_t(m * k)), y(std::size_t(m * n));
+  const qforge::QuantizedLinear layer = int8_layer(n, k, rng);
   float top = 0;
   for (float& v : x) top = std::max(top, std::fabs(v = dist(rng)));
-  const qforge::QuantizedLinear layer(
-      qforge::pack_weights(w.data(), n, k, qforge::parse_quant_scheme("int8"), 2),
-      qforge::Epilogue{});
   qforge::ThreadPool pool(2);
   qforge::QuantizedActivations xq;
   const auto& header = layer.weights().header;
@@ -81,16 +88,12 @@ void BM_NormFusedActivations(benchmark::State& state) {
   const bool fixed = state.range(3) != 0;
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> w(static_cast<std::size_t>(n * k)), x(static_cast<std::size_t>(m * k));
-  std::vector<float> gain(static_cast<std::size_t>(k));
+  const qforge::QuantizedLinear layer = int8_layer(n, k, rng);
+  std::vector<float> x(static_cast<std::size_t>(m * k)), gain(static_cast<std::size_t>(k));
   std::vector<float> normalized(std::size_t(m * k)), y(std::size_t(m * n));
-  for (float& v : w) v = 0.02f * dist(rng);
   for (float& v : x) v = dist(rng);
   for (float& v : gain) v = 1.f + 0.1f * dist(rng);
   const qforge::RmsNorm norm{gain.data(), 1e-5f};
-  const qforge::QuantizedLinear layer(
-      qforge::pack_weights(w.data(), n, k, qforge::parse_quant_scheme("int8"), 2),
-      qforge::Epilogue{});
   qforge::ThreadPool pool(2);
   qforge::QuantizedActivations xq;
   const auto& header = layer.weights().header;

@@ -68,6 +68,7 @@ class GemmGenerator : public JitGenerator {
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
   // Weight-only (gemm_woq_emit.cpp).
+  void emit_woq_row_loads(int units, int disp_b);
   void emit_woq_packed_row(int rows, int units, int disp_k, int disp_b);
   void emit_woq_bf16_packed_row(int rows, int units, int disp_k, int disp_b);
   void emit_woq_field(const Xmm& out, const Xmm& raw, int field);

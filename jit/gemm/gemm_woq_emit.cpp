@@ -47,18 +47,24 @@ void GemmGenerator::emit_woq_field(const Xmm& out, const Xmm& raw, int i) {
   vcvtdq2ps(out, out);
 }
 
+// The tile's operand vectors of one 64-byte packed row (each loaded once), after the
+// prefetch of every panel's stream.
+void GemmGenerator::emit_woq_row_loads(int units, int disp_b) {
+  const int panels = units * panels_per_unit_;
+  if (key_.blocking.prefetch_distance > 0)
+    for (int pp = 0; pp < panels; ++pp)
+      prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
+  for (int t = 0; t < per_row(units); ++t)
+    vmovups(woq_raw(t),
+            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
+}
+
 // One 64-byte row of every panel in the tile; disp_k is the row's first k in the group.
 // Each vector of operands is loaded once; per k the rows' x are broadcast and every
 // vector's field is converted once and multiplied into all rows.
 void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int disp_b) {
-  const int panels = units * panels_per_unit_;
   const int t_count = per_row(units);
-  if (key_.blocking.prefetch_distance > 0)
-    for (int pp = 0; pp < panels; ++pp)
-      prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
-  for (int t = 0; t < t_count; ++t)
-    vmovups(woq_raw(t),
-            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
+  emit_woq_row_loads(units, disp_b);
   for (int i = 0; i < k_per_row_; ++i) {
     for (int r = 0; r < rows; ++r)
       vbroadcastss(woq_broadcast(r), dword[ak_ + r * a_stride_ + (disp_k + i) * 4]);
@@ -72,14 +78,8 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
 // The same row with bf16 activations: 4 pairs of fields, one table lookup (and a word
 // shift for pairs 1..3) per vector and pair, shared by the tile's rows.
 void GemmGenerator::emit_woq_bf16_packed_row(int rows, int units, int disp_k, int disp_b) {
-  const int panels = units * panels_per_unit_;
   const int t_count = per_row(units);
-  if (key_.blocking.prefetch_distance > 0)
-    for (int pp = 0; pp < panels; ++pp)
-      prefetcht0(ptr[bk_ + pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance]);
-  for (int t = 0; t < t_count; ++t)
-    vmovups(woq_raw(t),
-            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
+  emit_woq_row_loads(units, disp_b);
   const Address table = constant(kConstBf16Nibbles);
   for (int j = 0; j < kWoqBf16Pairs; ++j) {
     // x pair j of this row: dword j of the row's 16 bytes (disp_k bf16 values in).

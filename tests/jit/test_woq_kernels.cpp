@@ -48,6 +48,20 @@ void expect_kernel_matches(const test::KernelCase& c) {
   EXPECT_EQ(test::check_kernel(c), "") << test::describe(c);
 }
 
+// M x N with a K (a multiple of k_step) and an epilogue that vary with both.
+test::KernelCase tail_case(Isa isa, std::int64_t m, std::int64_t n, const char* scheme,
+                           int k_step) {
+  test::KernelCase c;
+  c.isa = isa;
+  c.m = m;
+  c.n = n;
+  c.k = (n * 37 + m * 12) % 300 / k_step * k_step + k_step;
+  c.scheme = parse_quant_scheme(scheme);
+  c.epilogue = float_epilogue(int(m + n));
+  c.seed = m * 131 + n;
+  return c;
+}
+
 TEST(WeightOnlyKernels, EveryTailClassAndEpilogue) {
   const auto isas = kernel_isas();
   ASSERT_FALSE(isas.empty());
@@ -57,19 +71,27 @@ TEST(WeightOnlyKernels, EveryTailClassAndEpilogue) {
       for (std::int64_t m : {1, 2, 3, 4, 5, 9}) {
         if (emulated(isa) && index++ % 3 != 0) continue;
         for (std::int64_t n : {1, 15, 16, 17, 40}) {
-          test::KernelCase c;
-          c.isa = isa;
-          c.m = m;
-          c.n = n;
-          c.k = (n * 37 + m * 12) % 300 / 4 * 4 + 4;
-          c.scheme = parse_quant_scheme(scheme);
-          c.epilogue = float_epilogue(int(m + n));
-          c.seed = m * 131 + n;
-          expect_kernel_matches(c);
+          expect_kernel_matches(tail_case(isa, m, n, scheme, 4));
           if (HasFailure()) return;
         }
       }
   }
+}
+
+// Case i of a random sweep: N in 1..300, K a multiple of k_step up to 1024, M around the
+// bucket edges, epilogue i / 3, 1..3 unit ranges.
+test::KernelCase random_case(Isa isa, std::mt19937& rng, int i, const char* scheme, int k_step) {
+  test::KernelCase c;
+  c.isa = isa;
+  c.n = std::uniform_int_distribution<int>(1, 300)(rng);
+  c.k = std::uniform_int_distribution<int>(1, 1024 / k_step)(rng) * k_step;
+  const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
+  c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
+  c.scheme = parse_quant_scheme(scheme);
+  c.epilogue = float_epilogue(i / 3);
+  c.seed = 7000 + i;
+  c.unit_splits = 1 + i % 3;
+  return c;
 }
 
 TEST(WeightOnlyKernels, RandomShapesAndSplits) {
@@ -77,17 +99,7 @@ TEST(WeightOnlyKernels, RandomShapesAndSplits) {
     std::mt19937 rng(static_cast<unsigned>(isa) * 11 + 3);
     const int cases = emulated(isa) ? 20 : 300;
     for (int i = 0; i < cases; ++i) {
-      test::KernelCase c;
-      c.isa = isa;
-      c.n = std::uniform_int_distribution<int>(1, 300)(rng);
-      c.k = std::uniform_int_distribution<int>(1, 256)(rng) * 4;
-      const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
-      c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
-      c.scheme = parse_quant_scheme(kSchemes[i % std::size(kSchemes)]);
-      c.epilogue = float_epilogue(i / 3);
-      c.seed = 7000 + i;
-      c.unit_splits = 1 + i % 3;
-      expect_kernel_matches(c);
+      expect_kernel_matches(random_case(isa, rng, i, kSchemes[i % std::size(kSchemes)], 4));
       if (HasFailure()) return;
     }
   }
@@ -161,31 +173,16 @@ TEST(WeightOnlyKernels, Bf16EveryTailBlockingAndShape) {
     for (std::int64_t m : {1, 2, 3, 5, 9})
       for (std::int64_t n : {1, 15, 16, 17, 40}) {
         if (slow && index++ % 3 != 0) continue;
-        test::KernelCase c;
-        c.isa = Isa::avx512_vnni;
+        test::KernelCase c = tail_case(Isa::avx512_vnni, m, n, scheme, 8);
         c.bf16 = true;
-        c.m = m;
-        c.n = n;
-        c.k = (n * 37 + m * 12) % 300 / 8 * 8 + 8;
-        c.scheme = parse_quant_scheme(scheme);
-        c.epilogue = float_epilogue(int(m + n));
-        c.seed = m * 171 + n;
         expect_kernel_matches(c);
         if (HasFailure()) return;
       }
   std::mt19937 rng(5);
   for (int i = 0; i < (slow ? 12 : 150); ++i) {
-    test::KernelCase c;
-    c.isa = Isa::avx512_vnni;
+    test::KernelCase c =
+        random_case(Isa::avx512_vnni, rng, i, kBf16Schemes[i % std::size(kBf16Schemes)], 8);
     c.bf16 = true;
-    c.n = std::uniform_int_distribution<int>(1, 300)(rng);
-    c.k = std::uniform_int_distribution<int>(1, 128)(rng) * 8;
-    const int m_choices[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 33};
-    c.m = m_choices[std::uniform_int_distribution<int>(0, 10)(rng)];
-    c.scheme = parse_quant_scheme(kBf16Schemes[i % std::size(kBf16Schemes)]);
-    c.epilogue = float_epilogue(i / 3);
-    c.seed = 9000 + i;
-    c.unit_splits = 1 + i % 3;
     expect_kernel_matches(c);
     if (HasFailure()) return;
   }
@@ -249,6 +246,25 @@ TEST(WeightOnlyKernels, KeyNamesTheActivationAndRefusesWhatItCannotServe) {
   EXPECT_THROW(AmxGenerator{tiles}, Error);
 }
 
+// max |y - x W^T| / max |x W^T|, x W^T in double over the dequantized weights (M x K rows
+// of x at stride ldx; x rounded to bf16 first for the bf16 kernels).
+double relative_error(const std::vector<float>& y, const std::vector<float>& x, std::int64_t ldx,
+                      const std::vector<float>& deq, std::int64_t m, std::int64_t n, std::int64_t k,
+                      bool bf16_x) {
+  double err = 0, ref_norm = 0;
+  for (std::int64_t r = 0; r < m; ++r)
+    for (std::int64_t c = 0; c < n; ++c) {
+      double want = 0;
+      for (std::int64_t i = 0; i < k; ++i) {
+        const float xi = x[r * ldx + i];
+        want += double(bf16_x ? bf16_to_f32(f32_to_bf16(xi)) : xi) * double(deq[c * k + i]);
+      }
+      err = std::max(err, std::fabs(double(y[r * n + c]) - want));
+      ref_norm = std::max(ref_norm, std::fabs(want));
+    }
+  return err / ref_norm;
+}
+
 // The whole layer (activation copy, kernel, split over two threads) against y = x W^T in
 // double over W = the dequantized weights (ops/quant/quantize.h), an independent path:
 // no packed-layout accessors, no operand bias.
@@ -271,18 +287,9 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
       FloatActivations scratch;
       std::vector<float> y(m * n);
       layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
-      double err = 0, ref_norm = 0;
-      for (std::int64_t r = 0; r < m; ++r)
-        for (std::int64_t c = 0; c < n; ++c) {
-          double want = 0;
-          for (std::int64_t i = 0; i < k; ++i)
-            want += double(x[r * (k + 7) + i]) * double(deq[c * k + i]);
-          err = std::max(err, std::fabs(double(y[r * n + c]) - want));
-          ref_norm = std::max(ref_norm, std::fabs(want));
-        }
       // f16 offsets round a little beyond dequantize()'s s * (q - z); the float sums
       // add a few ulps of K.
-      EXPECT_LT(err, 2e-4 * ref_norm) << name << " M " << m;
+      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, false), 2e-4) << name << " M " << m;
     }
 }
 
@@ -308,16 +315,7 @@ TEST(WeightOnlyKernels, Bf16LayerMatchesTheDequantizedWeightsInDouble) {
       FloatActivations scratch;
       std::vector<float> y(m * n);
       layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
-      double err = 0, ref_norm = 0;
-      for (std::int64_t r = 0; r < m; ++r)
-        for (std::int64_t c = 0; c < n; ++c) {
-          double want = 0;
-          for (std::int64_t i = 0; i < k; ++i)
-            want += double(bf16_to_f32(f32_to_bf16(x[r * (k + 7) + i]))) * double(deq[c * k + i]);
-          err = std::max(err, std::fabs(double(y[r * n + c]) - want));
-          ref_norm = std::max(ref_norm, std::fabs(want));
-        }
-      EXPECT_LT(err, 2e-4 * ref_norm) << name << " M " << m;
+      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, true), 2e-4) << name << " M " << m;
       if (m == 1) {  // --woq-math f32 keeps the same layer on the f32 kernels
         const WeightOnlyMath saved = weight_only_math();
         set_weight_only_math(WeightOnlyMath::f32);
