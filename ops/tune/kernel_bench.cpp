@@ -89,7 +89,8 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
     Rows rows;
     const auto x = pseudo_random(m * shape.k, 4, 1.f);
     if (shape.weight_only()) {
-      prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group, shape.bits);
+      prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group, shape.bits,
+                                shape.activation == ActivationKind::bf16);
       copy_float_activation_rows(x.data(), shape.k, 0, m, rows.xf);
     } else {
       prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
@@ -106,7 +107,10 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
   if (shape_.weight_only()) {
-    call.a_f32 = rows.xf.x.data();
+    if (rows.xf.bf16)
+      call.a_bf16 = rows.xf.pairs.data();
+    else
+      call.a_f32 = rows.xf.x.data();
     call.a_f32_sums = rows.xf.group_sums.data();
   } else {
     call.a = rows.x.xq.data();

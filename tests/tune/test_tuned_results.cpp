@@ -43,7 +43,8 @@ QuantizedLinear layer_of(const LayerCase& c, std::int64_t n, std::int64_t k, uns
   PackedWeights packed = c.epilogue.swiglu
                              ? pack_swiglu_pair(w.data(), w.data() + n * k, n, k, scheme, 1)
                              : pack_weights(w.data(), n, k, scheme, 1);
-  return QuantizedLinear(std::move(packed), c.epilogue);
+  return QuantizedLinear(std::move(packed), c.epilogue, best_isa(),
+                         scheme.weight_only ? ActivationKind::f32 : ActivationKind::s8);
 }
 
 // y = layer(x) for M random rows, with the case's bias / residual / u8 output arguments.
@@ -59,8 +60,13 @@ std::vector<float> run_layer(const QuantizedLinear& layer, const LayerCase& c, s
   args.out_scale = 0.02f;
   args.out_zero_point = 128;
   std::vector<float> y(m * n, -3.f);
-  QuantizedActivations scratch;
-  layer.forward(x.data(), m, k, scratch, args, y.data(), n, pool);
+  if (layer.weight_only()) {
+    FloatActivations scratch;
+    layer.forward_weight_only(x.data(), m, k, scratch, args, y.data(), n, pool);
+  } else {
+    QuantizedActivations scratch;
+    layer.forward(x.data(), m, k, scratch, args, y.data(), n, pool);
+  }
   return y;
 }
 
@@ -70,7 +76,8 @@ TEST(TunedResults, EveryBlockingOfTheSpaceGivesTheSameBytes) {
   for (const LayerCase& c :
        {LayerCase{"int8", {}, 1}, LayerCase{"int4-g64-asym", {}, 3},
         LayerCase{"int8-g32", {.residual = true}, 9}, LayerCase{"int4-g32", {.swiglu = true}, 1},
-        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 6}})
+        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 6},
+        LayerCase{"woq-int4-g64", {}, 3}, LayerCase{"woq-int8", {.residual = true}, 1}})
     for (int threads : {1, 2}) {
       clear_tuning();
       const QuantizedLinear layer = layer_of(c, n, k, 11);
@@ -111,7 +118,8 @@ TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
   for (const LayerCase& c :
        {LayerCase{"int8", {}, 0}, LayerCase{"int4-g32-asym", {}, 0},
         LayerCase{"int8-g64", {.residual = true}, 0}, LayerCase{"int4-g64", {.swiglu = true}, 0},
-        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 0}}) {
+        LayerCase{"int8", {.bias = true, .output = OutputKind::u8}, 0},
+        LayerCase{"woq-int4-g64", {}, 0}, LayerCase{"woq-int8-g32", {.swiglu = true}, 0}}) {
     clear_tuning();
     const QuantizedLinear layer = layer_of(c, n, k, 21);
     auto run = [&](std::int64_t m) {
@@ -148,7 +156,7 @@ TEST(TunedResults, CallPoliciesGiveTheSameBytes) {
     }
   }
   clear_tuning();
-  EXPECT_EQ(compared, 5 * 2 * 11);
+  EXPECT_EQ(compared, 7 * 2 * 11);
 }
 
 // Every kernel of the model moved to the last (most different) blocking of its space;
