@@ -237,11 +237,7 @@ void set_operand(GemmCallArgs& call, const QuantizedActivations& x) {
   call.a_sums = x.group_sums.data();
 }
 void set_operand(GemmCallArgs& call, const FloatActivations& x) {
-  if (x.bf16)
-    call.a_bf16 = x.pairs.data();
-  else
-    call.a_f32 = x.x.data();
-  call.a_f32_sums = x.group_sums.data();
+  set_call_operand(call, x);
 }
 
 }  // namespace

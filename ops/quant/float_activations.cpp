@@ -107,4 +107,12 @@ void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t f
   }
 }
 
+void set_call_operand(GemmCallArgs& call, const FloatActivations& x) {
+  if (x.bf16)
+    call.a_bf16 = x.pairs.data();
+  else
+    call.a_f32 = x.x.data();
+  call.a_f32_sums = x.group_sums.data();
+}
+
 }  // namespace qforge

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "jit/base/aligned_buffer.h"
+#include "jit/gemm/gemm_args.h"
 
 namespace qforge {
 
@@ -53,6 +54,9 @@ void prepare_float_activations(FloatActivations& out, std::int64_t m, std::int64
 
 // Copies rows [first, first + count) of x (leading dimension ldx floats, x pointing at
 // row 0) into `out` (zeros in [K, Kp)) and sums their groups.
+// Points a kernel call's A operand at x: the f32 rows or the bf16 pairs, and the sums.
+void set_call_operand(GemmCallArgs& call, const FloatActivations& x);
+
 void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t first,
                                 std::int64_t count, FloatActivations& out);
 

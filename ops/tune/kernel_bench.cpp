@@ -107,11 +107,7 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
   if (shape_.weight_only()) {
-    if (rows.xf.bf16)
-      call.a_bf16 = rows.xf.pairs.data();
-    else
-      call.a_f32 = rows.xf.x.data();
-    call.a_f32_sums = rows.xf.group_sums.data();
+    set_call_operand(call, rows.xf);
   } else {
     call.a = rows.x.xq.data();
     call.a_scale = rows.x.scale.data();

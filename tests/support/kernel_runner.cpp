@@ -117,11 +117,7 @@ std::string check_kernel(const KernelCase& c) {
 
   GemmCallArgs call;
   if (weight_only) {
-    if (c.bf16)
-      call.a_bf16 = xf.pairs.data();
-    else
-      call.a_f32 = xf.x.data();
-    call.a_f32_sums = xf.group_sums.data();
+    set_call_operand(call, xf);
   } else {
     call.a = xq.xq.data();
     call.a_scale = xq.scale.data();
