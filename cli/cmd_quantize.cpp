@@ -170,7 +170,8 @@ void register_quantize(CLI::App& app) {
   cmd->add_flag("--json", options->json, "Print as JSON");
   cmd->add_option("-o,--out", options->out,
                   "Write the quantized model to this GGUF file (int8-g32 -> Q8_0, int4-g32 -> "
-                  "Q4_0, int4-g32-asym -> Q4_1; `run` loads it without quantizing again)");
+                  "Q4_0, int4-g32-asym -> Q4_1, other schemes in qforge's encoding; `run` loads "
+                  "it without quantizing again)");
   cmd->add_option("--preset", options->preset, "With -o: policy preset (" + preset_names() + ")");
   cmd->add_option("--keep", options->keeps, "With -o: PATTERN[=f32|bf16] kept dense; repeatable");
   add_method_options(cmd, options->methods);

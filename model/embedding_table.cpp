@@ -56,6 +56,21 @@ void EmbeddingTable::quantize_row(std::int64_t r, const float* values) {
   quantize_operands_fast(values, dim_, dim_, p, 8, false, /*offset=*/128, q_.data() + r * dim_);
 }
 
+EmbeddingTable EmbeddingTable::int8_table(std::vector<std::uint8_t> operands,
+                                          std::vector<float> scales, std::int64_t rows,
+                                          std::int64_t dim) {
+  QF_REQUIRE(static_cast<std::int64_t>(operands.size()) == rows * dim &&
+                 static_cast<std::int64_t>(scales.size()) == rows,
+             "embedding: ", operands.size(), " operands and ", scales.size(), " scales for ", rows,
+             " x ", dim);
+  EmbeddingTable table;
+  table.rows_ = rows;
+  table.dim_ = dim;
+  table.q_ = std::move(operands);
+  table.scales_ = std::move(scales);
+  return table;
+}
+
 EmbeddingTable EmbeddingTable::file_rows(GgmlType type, std::span<const std::byte> bytes,
                                          std::int64_t rows, std::int64_t dim) {
   EmbeddingTable table;

@@ -5,6 +5,8 @@
 //                                                          scale = max|row| / 127
 //   file  the file's own rows in their ggml type           x = ggml's decode, exact
 //         (Q8_0 / Q4_0 / Q4_1 blocks)
+// A native run of a file in qforge's encoding keeps an int8 per-channel table as the int8
+// form (the same arithmetic) and any other scheme's rows decoded to f32.
 // A quantized model keeps the int8 form (a quarter of the memory; llama.cpp keeps its
 // quantized token_embd the same way), a native run of a quantized file the file's form;
 // an f32 / bf16 model keeps f32.
@@ -28,6 +30,10 @@ class EmbeddingTable {
   // `threads` threads call concurrently for disjoint rows.
   static EmbeddingTable int8_from_rows(std::int64_t rows, std::int64_t dim, const RowSource& source,
                                        int threads);
+
+  // The int8 form from its parts: `operands` rows x dim (q + 128), `scales` one per row.
+  static EmbeddingTable int8_table(std::vector<std::uint8_t> operands, std::vector<float> scales,
+                                   std::int64_t rows, std::int64_t dim);
 
   // The file's rows of `type` (rows x row_bytes bytes), copied and kept as they are.
   static EmbeddingTable file_rows(GgmlType type, std::span<const std::byte> bytes,

@@ -26,7 +26,35 @@ std::optional<QuantScheme> native_scheme(GgmlType type) {
   return std::nullopt;
 }
 
+std::optional<QuantScheme> native_scheme(const TensorView& tensor) {
+  if (tensor.encoded) return tensor.encoded->geometry.scheme;
+  return native_scheme(tensor.type);
+}
+
 namespace {
+
+// The encoded tensors stacked (their geometry agreeing).
+QuantizedTensor stacked_encoded(std::span<const TensorView* const> tensors) {
+  const TensorView& first = *tensors[0];
+  const EncodedGeometry& g = first.encoded->geometry;
+  std::int64_t n = 0;
+  for (const TensorView* t : tensors) {
+    QF_REQUIRE(
+        t->encoded && t->encoded->geometry.scheme == g.scheme && t->columns == first.columns,
+        "repack: tensor '", t->name, "' (",
+        t->encoded ? to_string(t->encoded->geometry.scheme) : std::string(ggml_type_name(t->type)),
+        ", ", t->columns, " columns) does not match '", first.name, "' (", to_string(g.scheme),
+        ", ", first.columns, " columns)");
+    n += t->rows;
+  }
+  QuantizedTensor out = zero_quantized_tensor(n, first.columns, g.scheme);
+  std::int64_t at = 0;
+  for (const TensorView* t : tensors) {
+    decode_encoded_rows(*t->encoded, out, at);
+    at += t->rows;
+  }
+  return out;
+}
 
 // A 32-value block's 16 nibble bytes: low nibbles are values 0..15, high ones 16..31.
 void unpack_nibbles(const std::byte* bytes, int shift, std::int16_t* q) {
@@ -42,6 +70,7 @@ void unpack_nibbles(const std::byte* bytes, int shift, std::int16_t* q) {
 QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   QF_REQUIRE(!tensors.empty(), "repack: no tensors");
   const TensorView& first = *tensors[0];
+  if (first.encoded) return stacked_encoded(tensors);
   const std::optional<QuantScheme> scheme = native_scheme(first.type);
   if (!scheme)
     fail("repack: tensor '", first.name, "' type ", ggml_type_name(first.type),
@@ -52,7 +81,7 @@ QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   out.k_padded = first.columns;
   out.group = 32;
   for (const TensorView* t : tensors) {
-    if (t->type != first.type || t->columns != first.columns)
+    if (t->type != first.type || t->columns != first.columns || t->encoded)
       fail("repack: tensor '", t->name, "' (", ggml_type_name(t->type), ", ", t->columns,
            " columns) does not match '", first.name, "' (", ggml_type_name(first.type), ", ",
            first.columns, " columns)");

@@ -19,11 +19,16 @@
 
 namespace qforge {
 
+// A tensor in qforge's own encoding (model/qforge_encoding.h) is native too: its operands,
+// scales and zero points are the QuantizedTensor's values as they are.
+
 // The scheme a ggml type is repacked into, if it is one of the exact cases above.
 std::optional<QuantScheme> native_scheme(GgmlType type);
+// The scheme of a tensor's native form: its ggml type's, or its qforge encoding's.
+std::optional<QuantScheme> native_scheme(const TensorView& tensor);
 
-// The rows of `tensors` (same type and columns) stacked into one tensor; throws
-// qforge::Error if the type has no native scheme or the tensors disagree.
+// The rows of `tensors` (same native scheme and columns) stacked into one tensor; throws
+// qforge::Error if they have no native scheme or disagree.
 QuantizedTensor native_quantized(std::span<const TensorView* const> tensors);
 
 }  // namespace qforge

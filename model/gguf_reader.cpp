@@ -185,6 +185,10 @@ std::span<const std::byte> GgufReader::tensor_data(const GgufTensorInfo& info) c
   if (!is_supported(info.type))
     fail(path(), ": tensor '", info.name, "' has type ", ggml_type_name(info.type),
          ", which qforge cannot use (it reads F32, F16, BF16, Q8_0, Q4_0 and Q4_1)");
+  return raw_tensor_data(info);
+}
+
+std::span<const std::byte> GgufReader::raw_tensor_data(const GgufTensorInfo& info) const {
   return file_.bytes().subspan(static_cast<std::size_t>(data_offset_ + info.offset),
                                static_cast<std::size_t>(info.byte_size));
 }

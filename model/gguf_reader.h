@@ -81,6 +81,8 @@ class GgufReader {
   const GgufTensorInfo& tensor(std::string_view name) const;  // throws if missing
   // The tensor's bytes inside the mapping. Throws if qforge cannot use the tensor's type.
   std::span<const std::byte> tensor_data(const GgufTensorInfo& info) const;
+  // The bytes of a tensor of any type (qforge's encoding stores I8 parts).
+  std::span<const std::byte> raw_tensor_data(const GgufTensorInfo& info) const;
 
  private:
   friend class GgufParser;

@@ -43,8 +43,18 @@ const QuantScheme kPerChannelInt8{};
 using Sources = std::vector<const TensorView*>;
 
 bool all_native(const Sources& tensors) {
+  const std::optional<QuantScheme> first = native_scheme(*tensors[0]);
   for (const TensorView* t : tensors)
-    if (!native_scheme(t->type) || t->type != tensors[0]->type) return false;
+    if (!native_scheme(*t) || native_scheme(*t) != first || t->type != tensors[0]->type)
+      return false;
+  return true;
+}
+
+// Whether every one of `tensors` is stored in the qforge encoding of exactly `scheme`:
+// a layer given that scheme packs the file's values as they are.
+bool all_encoded_as(const Sources& tensors, const QuantScheme& scheme) {
+  for (const TensorView* t : tensors)
+    if (!t->encoded || t->encoded->geometry.scheme != stored_form(scheme)) return false;
   return true;
 }
 
@@ -172,7 +182,7 @@ class PolicyPlanner {
     for (const TensorView* t : tensors) {
       const std::string name = tensor_name(*t, role);
       TensorChoice here = tensor_choice(name, role);
-      if (here.kind == TensorChoice::Kind::native && !native_scheme(t->type)) here = fallback(role);
+      if (here.kind == TensorChoice::Kind::native && !native_scheme(*t)) here = fallback(role);
       if (first.empty()) {
         first = name;
         choice = here;
@@ -290,10 +300,11 @@ class LayerBuilder {
     const std::int64_t k = tensors[0]->columns;
     std::int64_t n = 0;
     for (const TensorView* t : tensors) n += t->rows;
-    if (choice.kind == TensorChoice::Kind::native)
+    const QuantScheme& scheme = choice.scheme;
+    if (choice.kind == TensorChoice::Kind::native ||
+        (!is_dense(choice) && all_encoded_as(tensors, scheme)))
       return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
                                          fusion, activation_of(choice.scheme));
-    const QuantScheme& scheme = choice.scheme;
     if (!is_dense(choice))
       if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
         return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion,
@@ -313,7 +324,8 @@ class LayerBuilder {
   std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up,
                                             const TensorChoice& choice) const {
     const std::int64_t hidden = gate.rows, k = gate.columns;
-    if (choice.kind == TensorChoice::Kind::native) {
+    if (choice.kind == TensorChoice::Kind::native ||
+        (!is_dense(choice) && all_encoded_as({&gate, &up}, choice.scheme))) {
       const TensorView* g[] = {&gate};
       const TensorView* u[] = {&up};
       return std::make_unique<JitLinear>(
@@ -352,8 +364,15 @@ class LayerBuilder {
 // file's type for a native layer ("Q4_0").
 // A prequantized layer adds its method ("int4-g128 gptq").
 std::string describe(const TensorChoice& choice, const TensorView& source, const ModelFile& model) {
+  const std::string woq = choice.scheme.weight_only ? " woq" : "";
+  if (source.encoded && (choice.kind == TensorChoice::Kind::native ||
+                         (!is_dense(choice) && all_encoded_as({&source}, choice.scheme)))) {
+    const std::string& method = source.encoded->method;
+    return to_string(source.encoded->geometry.scheme) + woq + (method.empty() ? "" : " " + method) +
+           " (file)";
+  }
   if (choice.kind == TensorChoice::Kind::native)
-    return std::string(ggml_type_name(source.type)) + (choice.scheme.weight_only ? " woq" : "");
+    return std::string(ggml_type_name(source.type)) + woq;
   if (choice.kind == TensorChoice::Kind::quantized &&
       model.prequantized(source.name, choice.scheme))
     return to_string(choice) + " " + model.prequantized_method(source.name);
@@ -511,6 +530,25 @@ std::uint64_t LlamaWeights::linear_parameters() const {
   return params;
 }
 
+namespace {
+
+// A token_embd in qforge's encoding, kept as the file holds it: int8 per-channel as the
+// table's int8 form, any other scheme decoded to f32 rows.
+EmbeddingTable encoded_embedding(const TensorView& embedding, int threads) {
+  if (embedding.encoded->geometry.scheme != kPerChannelInt8)
+    return EmbeddingTable(to_f32(embedding, threads), embedding.rows, embedding.columns, false);
+  const TensorView* sources[] = {&embedding};
+  const QuantizedTensor q = native_quantized(sources);
+  std::vector<std::uint8_t> operands(static_cast<std::size_t>(q.n * q.k));
+  for (std::int64_t r = 0; r < q.n; ++r)
+    for (std::int64_t c = 0; c < q.k; ++c)
+      operands[static_cast<std::size_t>(r * q.k + c)] =
+          static_cast<std::uint8_t>(q.q[static_cast<std::size_t>(r * q.k_padded + c)] + 128);
+  return EmbeddingTable::int8_table(std::move(operands), q.scales, q.n, q.k);
+}
+
+}  // namespace
+
 LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads,
                                  const LoadProgress& progress) {
   if (threads <= 0) threads = default_load_threads();
@@ -526,7 +564,9 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   out.config = c;
   out.precision = precision;
   // The embedding first: a quantized table keeps int8 rows, so the f32 copy goes now.
-  if (embedding_choice.kind == TensorChoice::Kind::native)
+  if (embedding_choice.kind == TensorChoice::Kind::native && embedding.encoded)
+    out.embedding = encoded_embedding(embedding, threads);
+  else if (embedding_choice.kind == TensorChoice::Kind::native)
     out.embedding = EmbeddingTable::file_rows(
         embedding.type, std::span(embedding.data, embedding.byte_size), c.vocab_size, c.dim);
   else if (embedding_choice.kind == TensorChoice::Kind::quantized)

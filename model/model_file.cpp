@@ -1,11 +1,13 @@
 #include "model/model_file.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "jit/base/error.h"
@@ -92,6 +94,11 @@ std::span<const std::byte> TensorView::row(std::int64_t index) const {
 void TensorView::row_to_f32(std::int64_t index, std::span<float> out) const {
   if (static_cast<std::int64_t>(out.size()) != columns)
     fail("tensor '", name, "': row_to_f32 needs ", columns, " floats, got ", out.size());
+  if (encoded) {
+    if (index < 0 || index >= rows)
+      fail("tensor '", name, "': row ", index, " is outside [0, ", rows, ")");
+    return decode_encoded_row(*encoded, index, out);
+  }
   dequantize_row(type, row(index), out);
 }
 
@@ -108,14 +115,30 @@ ModelFile ModelFile::from_gguf(std::string path) {
   model.config_ = llama_config_from_gguf(gguf);
   std::set<std::string, std::less<>> needed;
   for (const ExpectedShape& expected : expected_shapes(model.config_)) needed.insert(expected.name);
+  if (const auto version = gguf.find_u32(kQforgeEncodingVersionKey))
+    QF_REQUIRE(*version == kQforgeEncodingVersion, model.path_, ": '", kQforgeEncodingVersionKey,
+               "' = ", *version, ": this qforge reads encoding version ", kQforgeEncodingVersion,
+               " (the file was written by another qforge; re-quantize the source model)");
+  // Every encoding key names a tensor of the file.
+  for (const GgufKeyValue& kv : gguf.metadata())
+    if (kv.key.starts_with(kQforgeEncodedKey) && kv.key.ends_with(".scheme")) {
+      const std::string tensor =
+          kv.key.substr(kQforgeEncodedKey.size(), kv.key.size() - kQforgeEncodedKey.size() - 7);
+      QF_REQUIRE(gguf.find_tensor(tensor) != nullptr, model.path_, ": metadata '", kv.key,
+                 "' names the tensor '", tensor, "', which the file does not hold");
+    }
   for (const GgufTensorInfo& info : gguf.tensors()) {
+    if (is_encoded_part(gguf, info.name)) continue;  // read with the tensor it belongs to
+    std::optional<EncodedTensor> encoded = read_encoded_tensor(gguf, info);
     const bool is_needed = needed.count(info.name) != 0;
     // Tensors the Llama graph does not use stay reachable through gguf(), whatever their type.
-    if (!is_needed && (!is_supported(info.type) || info.n_dims > 2)) continue;
+    if (!encoded && !is_needed && (!is_supported(info.type) || info.n_dims > 2)) continue;
     if (info.n_dims > 2)
       fail(model.path_, ": tensor '", info.name, "' has ", info.n_dims, " dims ",
            info.shape_string(), ", expected a matrix or a vector");
-    const std::span<const std::byte> data = gguf.tensor_data(info);  // throws for Q4_K etc.
+    // Throws for Q4_K etc.
+    const std::span<const std::byte> data =
+        encoded ? gguf.raw_tensor_data(info) : gguf.tensor_data(info);
     TensorView view{info.name,
                     info.type,
                     static_cast<std::int64_t>(info.rows()),
@@ -124,6 +147,13 @@ ModelFile ModelFile::from_gguf(std::string path) {
                     data.size()};
     view.file_offset = static_cast<std::uint64_t>(data.data() - gguf.file_data());
     view.file_type = info.type;
+    if (encoded) {
+      const EncodedGeometry& g = encoded->geometry;
+      view.columns = g.k;
+      view.byte_size += static_cast<std::uint64_t>(g.n * g.groups()) *
+                        (sizeof(float) + (g.scheme.asymmetric ? 1 : 0));
+      view.encoded = std::make_shared<const EncodedTensor>(std::move(*encoded));
+    }
     model.add(std::move(view));
   }
   model.check_shapes();
@@ -194,7 +224,9 @@ std::uint64_t ModelFile::bytes_per_token() const {
   for (const TensorView& t : tensors_) bytes += t.byte_size;
   const TensorView* embedding = find_tensor("token_embd.weight");
   if (embedding && &classifier() != embedding)
-    bytes = bytes - embedding->byte_size + embedding->row_bytes();
+    bytes = bytes - embedding->byte_size +
+            embedding->byte_size /
+                static_cast<std::uint64_t>(std::max<std::int64_t>(1, embedding->rows));
   return bytes;
 }
 
@@ -229,6 +261,7 @@ void ModelFile::replace_tensor(std::string_view name, std::vector<float> values)
   view.data = reinterpret_cast<const std::byte*>(owned.data());
   view.byte_size = owned.size() * sizeof(float);
   view.in_memory = true;
+  view.encoded.reset();
 }
 
 void ModelFile::set_prequantized(std::string_view name, QuantizedTensor tensor,

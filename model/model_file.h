@@ -30,6 +30,7 @@
 #include "model/gguf_types.h"
 #include "model/llama2c_reader.h"
 #include "model/llama_config.h"
+#include "model/qforge_encoding.h"
 #include "ops/quant/quantize.h"
 
 namespace qforge {
@@ -50,9 +51,14 @@ struct TensorView {
   // before a replacement).
   std::uint64_t file_offset = 0;
   GgmlType file_type = GgmlType::F32;
+  // A tensor in qforge's own GGUF encoding (model/qforge_encoding.h): `data` holds its
+  // operand rows (type I8), `encoded` where its scales (and zero points) are and its
+  // scheme; `byte_size` counts all three parts.
+  std::shared_ptr<const EncodedTensor> encoded = nullptr;
 
   std::uint64_t row_bytes() const {
-    return ggml_row_bytes(type, static_cast<std::uint64_t>(columns));
+    return encoded ? encoded->geometry.row_bytes()
+                   : ggml_row_bytes(type, static_cast<std::uint64_t>(columns));
   }
   std::span<const std::byte> row(std::int64_t index) const;
   // Decodes row `index` into `out` (columns floats).

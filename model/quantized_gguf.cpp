@@ -1,14 +1,17 @@
 #include "model/quantized_gguf.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
 #include "model/ggml_quants.h"
 #include "model/ggml_repack.h"
 #include "model/gguf_writer.h"
+#include "model/qforge_encoding.h"
 #include "ops/quant/pack.h"
 #include "ops/quant/quantize_fast.h"
 
@@ -94,6 +97,87 @@ void encode_rows(const TensorView& t, const QuantizedTensor* prequantized,
   }
 }
 
+// A tensor written in qforge's encoding (model/qforge_encoding.h): its geometry, the
+// one set of params of a per-tensor scheme (over its fused layer, as a load computes
+// them), and each group's params as the operand rows were made, which the scale and
+// zero parts (written after them) read.
+struct EncodedPlan {
+  EncodedGeometry geometry;
+  GroupParams tensor_params;
+  std::vector<GroupParams> params;  // n x groups
+};
+
+// Operand rows [first, first + count) of `t` under the plan: the encoded source's bytes
+// (native), the prequantized values (GPTQ), or quantized as packing does
+// (ops/quant/pack.cpp: each group's params from its own values, padding quantized as 0).
+void encode_operand_rows(const TensorView& t, bool copy_encoded,
+                         const QuantizedTensor* prequantized, EncodedPlan& plan,
+                         std::uint64_t first, std::uint64_t count, std::byte* out) {
+  const EncodedGeometry& g = plan.geometry;
+  const int bits = g.scheme.bits;
+  const bool asym = g.scheme.asymmetric;
+  const bool per_tensor = g.scheme.granularity == Granularity::per_tensor;
+  const int bias = operand_of(0, bits, asym);
+  std::vector<float> row(static_cast<std::size_t>(g.k));
+  std::vector<std::uint8_t> operands(static_cast<std::size_t>(g.k_padded));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto r = static_cast<std::int64_t>(first + i);
+    GroupParams* params = plan.params.data() + r * g.groups();
+    std::byte* dst = out + i * g.row_bytes();
+    if (copy_encoded) {  // a file already in this encoding: its rows as they are
+      const EncodedTensor& e = *t.encoded;
+      std::memcpy(dst, e.operands + static_cast<std::uint64_t>(r) * g.row_bytes(), g.row_bytes());
+      for (std::int64_t j = 0; j < g.groups(); ++j) {
+        const std::uint64_t at = static_cast<std::uint64_t>(r * g.groups() + j);
+        std::memcpy(&params[j].scale, e.scales + at * sizeof(float), sizeof(float));
+        params[j].zero_point = asym ? std::to_integer<int>(e.zeros[at]) : 0;
+      }
+      continue;
+    }
+    if (prequantized != nullptr) {
+      for (std::int64_t c = 0; c < g.k_padded; ++c)
+        operands[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(
+            operand_of(prequantized->q[static_cast<std::size_t>(r * g.k_padded + c)], bits, asym));
+      for (std::int64_t j = 0; j < g.groups(); ++j) {
+        const auto at = static_cast<std::size_t>(r * g.groups() + j);
+        params[j] = {prequantized->scales[at], prequantized->zero_points[at], 0.f};
+      }
+    } else {
+      t.row_to_f32(r, row);
+      for (std::int64_t j = 0; j < g.groups(); ++j) {
+        const std::int64_t k0 = j * g.group, values = std::min(g.group, g.k - k0);
+        bool finite = true;
+        params[j] = per_tensor
+                        ? plan.tensor_params
+                        : choose_group_params_fast(row.data() + k0, values, bits, asym, &finite);
+        QF_REQUIRE(finite && (!per_tensor || std::all_of(row.begin(), row.end(),
+                                                         [](float v) { return std::isfinite(v); })),
+                   t.name, ": row ", r, " holds a value that is not finite near column ", k0);
+        quantize_operands_fast(row.data() + k0, values, g.group, params[j], bits, asym, bias,
+                               operands.data() + k0);
+      }
+    }
+    encode_operand_row(operands.data(), g, dst);
+  }
+}
+
+// The min and max (with 0) of every value of `tensors`: a per-tensor scheme's range.
+GroupParams tensor_params(const std::vector<const TensorView*>& tensors, const QuantScheme& s) {
+  float lo = 0.f, hi = 0.f;
+  for (const TensorView* t : tensors) {
+    std::vector<float> row(static_cast<std::size_t>(t->columns));
+    for (std::int64_t r = 0; r < t->rows; ++r) {
+      t->row_to_f32(r, row);
+      for (float v : row) {
+        QF_REQUIRE(std::isfinite(v), t->name, ": row ", r, " holds a value that is not finite");
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  }
+  return group_params_from_range(lo, hi, s.bits, s.asymmetric);
+}
+
 std::uint32_t file_type_of(GgmlType type) {
   switch (type) {
     case GgmlType::Q8_0:
@@ -143,14 +227,17 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
       continue;
     }
     const std::string name = without_weight(t.name);
-    TensorChoice choice = precision.native && native_scheme(t.type)
+    TensorChoice choice = precision.native && native_scheme(t)
                               ? TensorChoice{TensorChoice::Kind::native, {}}
                               : scheme_choice;
     if (const TensorRule* rule = deciding_rule(precision.rules, name)) {
       used[static_cast<std::size_t>(rule - precision.rules.data())] = true;
       choice = rule->choice;
     }
-    if (choice.kind == TensorChoice::Kind::native && !native_scheme(t.type)) choice = scheme_choice;
+    if (choice.kind == TensorChoice::Kind::native && !native_scheme(t)) choice = scheme_choice;
+    // A tensor already in qforge's encoding stays in it (its values as they are).
+    if (choice.kind == TensorChoice::Kind::native && t.encoded)
+      choice = {TensorChoice::Kind::quantized, t.encoded->geometry.scheme};
     const auto [it, first] = fused.try_emplace(fused_layer(name), name, choice);
     QF_REQUIRE(first || it->second.second == choice, path, ": ", it->second.first, " gets ",
                to_string(it->second.second), " but ", name, " gets ", to_string(choice),
@@ -167,10 +254,10 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
         break;
       case TensorChoice::Kind::quantized: {
         const std::optional<GgmlType> ggml = ggml_type_of(choice.scheme);
-        QF_REQUIRE(ggml.has_value(), name, ": ", to_string(choice.scheme),
-                   " has no ggml type; quantize -o writes int8-g32 (Q8_0), int4-g32 (Q4_0), "
-                   "int4-g32-asym (Q4_1), f32, bf16 and native tensors (the qforge encoding of "
-                   "other schemes is not written yet)");
+        if (!ggml) {  // qforge's encoding: operand rows + scale (+ zero) parts
+          type = GgmlType::I8;
+          break;
+        }
         if (t.columns % 32 != 0) {  // as llama-quantize does: the tensor stays as it is
           choice = {TensorChoice::Kind::native, {}};
           break;
@@ -188,10 +275,14 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
   GgufWriter writer(source->alignment());
   GgmlType main_type = GgmlType::F32;
   for (const Plan& p : plan)
-    if (p.choice.kind == TensorChoice::Kind::quantized) main_type = p.type;
+    if (p.choice.kind == TensorChoice::Kind::quantized && p.type != GgmlType::I8)
+      main_type = p.type;
+  bool any_encoded = false;
+  for (const Plan& p : plan) any_encoded = any_encoded || p.type == GgmlType::I8;
   for (const GgufKeyValue& kv : source->metadata()) {
     if (kv.key == "general.alignment" || kv.key == "general.file_type" ||
-        kv.key.starts_with("qforge.quantize.") || kv.key.starts_with(kActivationScaleKey))
+        kv.key.starts_with("qforge.quantize.") || kv.key.starts_with(kActivationScaleKey) ||
+        kv.key.starts_with(kQforgeEncodedKey) || kv.key == kQforgeEncodingVersionKey)
       continue;
     writer.add(kv.key, kv.value);
   }
@@ -201,8 +292,11 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
   writer.add("general.file_type", GgufValue::u32(file_type_of(main_type)));
   writer.add("qforge.quantize.quant", GgufValue::string(to_string(precision.scheme)));
   writer.add("qforge.quantize.rules", GgufValue::string(rules_as_flags(precision.rules)));
+  if (any_encoded)
+    writer.add(std::string(kQforgeEncodingVersionKey), GgufValue::u32(kQforgeEncodingVersion));
 
   QuantizedFile out;
+  std::vector<std::unique_ptr<EncodedPlan>> encoded_plans;  // live until the file is written
   for (const Plan& p : plan) {
     const TensorView& t = *p.tensor;
     std::vector<std::uint64_t> dims = {static_cast<std::uint64_t>(t.columns)};
@@ -212,10 +306,69 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
         ggml_row_bytes(p.type, t.columns) * static_cast<std::uint64_t>(t.rows)};
     if (is_policy_tensor(t.name))
       record.choice = p.choice.kind != TensorChoice::Kind::native ? to_string(p.choice)
-                      : native_scheme(t.type)
+                      : native_scheme(t)
                           ? "native"
                           : "kept (" + std::to_string(t.columns) + " columns: not blocks of 32)";
-    if (p.choice.kind == TensorChoice::Kind::quantized) {
+    if (p.type == GgmlType::I8) {
+      const QuantScheme scheme = stored_form(p.choice.scheme);
+      const QuantizedTensor* prequantized = model.prequantized(t.name, p.choice.scheme);
+      std::string method = prequantized != nullptr ? model.prequantized_method(t.name) : "";
+      if (t.encoded && t.encoded->geometry.scheme == scheme) {
+        if (!t.encoded->method.empty()) method = t.encoded->method;
+        record.choice += " (file)";
+      }
+      if (!method.empty()) record.choice += " " + method;
+      auto plan_ptr = std::make_unique<EncodedPlan>();
+      EncodedPlan& e = *plan_ptr;
+      encoded_plans.push_back(std::move(plan_ptr));
+      e.geometry = encoded_geometry(t.rows, t.columns, scheme);
+      e.params.resize(static_cast<std::size_t>(t.rows * e.geometry.groups()));
+      const bool reuse = t.encoded && t.encoded->geometry.scheme == scheme;
+      if (scheme.granularity == Granularity::per_tensor && prequantized == nullptr && !reuse) {
+        // One scale over the fused layer, as a load stacks it: q | k | v together.
+        std::vector<const TensorView*> members = {&t};
+        if (fused_layer(without_weight(t.name)).ends_with(".attn_qkv")) {
+          members.clear();
+          const std::string prefix = t.name.substr(0, t.name.find(".attn_"));
+          for (const char* role : {"attn_q", "attn_k", "attn_v"})
+            members.push_back(&model.tensor(prefix + "." + role + ".weight"));
+        }
+        e.tensor_params = tensor_params(members, scheme);
+      }
+      const EncodedGeometry& g = e.geometry;
+      QF_REQUIRE(prequantized == nullptr ||
+                     (prequantized->k_padded == g.k_padded && prequantized->group == g.group),
+                 t.name, ": its ", method, " quantization has another geometry than ",
+                 to_string(scheme));
+      writer.add(encoded_key(t.name, "scheme"), GgufValue::string(to_string(scheme)));
+      writer.add(encoded_key(t.name, "columns"), GgufValue::u64(static_cast<std::uint64_t>(g.k)));
+      if (!method.empty()) writer.add(encoded_key(t.name, "method"), GgufValue::string(method));
+      const std::uint64_t rows = static_cast<std::uint64_t>(t.rows);
+      const std::uint64_t groups = static_cast<std::uint64_t>(g.groups());
+      writer.add_tensor_encoded(t.name, GgmlType::I8, {g.row_bytes(), rows},
+                                [&t, reuse, prequantized, &e](
+                                    std::uint64_t first, std::uint64_t count, std::byte* bytes) {
+                                  encode_operand_rows(t, reuse, prequantized, e, first, count,
+                                                      bytes);
+                                });
+      writer.add_tensor_encoded(
+          encoded_scale_name(t.name), GgmlType::F32, {groups, rows},
+          [&e](std::uint64_t first, std::uint64_t count, std::byte* bytes) {
+            const GroupParams* p = e.params.data() + first * e.geometry.groups();
+            for (std::uint64_t i = 0; i < count * e.geometry.groups(); ++i)
+              std::memcpy(bytes + i * sizeof(float), &p[i].scale, sizeof(float));
+          });
+      if (scheme.asymmetric)
+        writer.add_tensor_encoded(encoded_zero_name(t.name), GgmlType::I8, {groups, rows},
+                                  [&e](std::uint64_t first, std::uint64_t count, std::byte* bytes) {
+                                    const GroupParams* p =
+                                        e.params.data() + first * e.geometry.groups();
+                                    for (std::uint64_t i = 0; i < count * e.geometry.groups(); ++i)
+                                      bytes[i] = static_cast<std::byte>(p[i].zero_point);
+                                  });
+      record.bytes =
+          rows * (g.row_bytes() + groups * (sizeof(float) + (scheme.asymmetric ? 1 : 0)));
+    } else if (p.choice.kind == TensorChoice::Kind::quantized) {
       const QuantScheme scheme = p.choice.scheme;
       const GgmlType type = p.type;
       const QuantizedTensor* prequantized = model.prequantized(t.name, scheme);

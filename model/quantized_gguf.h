@@ -1,24 +1,30 @@
-// `qforge quantize -o`: a GGUF file holding qforge's quantization of a model, in the ggml
-// types that hold it exactly, so `qforge run` loads it without quantizing again (a
-// native load packs the very bytes quantizing at load packs) and llama.cpp reads it too:
+// `qforge quantize -o`: a GGUF file holding qforge's quantization of a model, so `qforge
+// run` loads it without quantizing again (a native load packs the very values quantizing
+// at load packs). Where a ggml type holds the scheme exactly, that type, so llama.cpp
+// reads the file too; every other scheme in qforge's encoding (model/qforge_encoding.h):
 //
 //   linear tensor, token_embd    scheme (default --quant)  ->  int8-g32       Q8_0
 //                                                               int4-g32       Q4_0
 //                                                               int4-g32-asym  Q4_1
+//                                                               any other      I8 operand rows
+//                                                                              + F32 scales
+//                                                                              (+ I8 zeros)
 //                                f32 / bf16 (--keep)        ->  F32 / BF16
 //                                native                     ->  the file's Q8_0 / Q4_0 / Q4_1
-//                                                               block bytes, copied
-//   norms, anything else         copied as they are
+//                                                               block bytes, or its encoded
+//                                                               parts, copied
+//   norms, anything else         copied as they are (SmoothQuant / AWQ's folded norms too)
 //
-// Each group of 32 is quantized exactly as packing does (ops/quant/quantize.h: f16 scale
-// rounded up, round half away) and written as the ggml block of the same values:
+// Each group is quantized exactly as packing does (ops/quant/quantize_fast.h: f16 scale
+// rounded up, round half away; a per-tensor scale over the fused q | k | v layer, as a load
+// stacks it), or taken as a calibrated method left it (GPTQ's integers), and written as
+// the ggml block of the same values:
 //   Q8_0 d = s, q;   Q4_0 d = s, nibble = q + 8;   Q4_1 d = s, m = f16(-s z), nibble = q.
-// A tensor whose rows are not whole blocks of 32 stays as the source holds it (as
+// A g32 tensor whose rows are not whole blocks of 32 stays as the source holds it (as
 // llama-quantize falls back). The embedding and the classifier get the scheme too (llama-quantize
-// quantizes them as well), unless a rule keeps them. Other schemes (per-channel, g128, ...) have no
-// ggml type; their qforge encoding is not written yet, so they are refused by name. The metadata is
-// the source's, with general.file_type set and qforge.quantize.* added, and the model's
-// static activation scales as qforge.activation_scale.<layer> (model/model_file.h).
+// quantizes them as well), unless a rule keeps them. The metadata is the source's, with
+// general.file_type set and qforge.quantize.* added, and the model's static activation scales
+// as qforge.activation_scale.<layer> (model/model_file.h).
 #pragma once
 
 #include <cstdint>

@@ -103,7 +103,7 @@ TEST(GptqModel, QuantizeWritesTheGptqIntegersThatANativeLoadRuns) {
   spec.dim = 64;
   spec.hidden_dim = 96;
   test::write_tiny_llama(in, spec);
-  for (const char* scheme : {"int4-g32", "int4-g32-asym", "int8-g32"}) {
+  for (const char* scheme : {"int4-g32", "int4-g32-asym", "int8-g32", "int4-g128", "int8"}) {
     for (bool true_sequential : {false, true}) {
       Precision p = parse_precision(scheme);
       p.rules = {parse_keep_rule("token_embd"),

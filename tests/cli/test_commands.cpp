@@ -609,10 +609,27 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("Q4_0"), std::string::npos) << run.output;  // the policy line
   std::filesystem::remove(out);
-  const auto bad = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
-                                     " --quant int4-g128");
+  // A scheme no ggml type holds: qforge's encoding, run as written.
+  const auto g128 = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
+                                      " --quant int4-g128 --keep token_embd");
+  ASSERT_EQ(g128.exit_code, 0) << g128.output;
+  const auto run_g128 = test::run_command(kQforge + " run -m " + out + " -n 8 --temp 0 -t 1");
+  ASSERT_EQ(run_g128.exit_code, 0) << run_g128.output;
+  EXPECT_NE(run_g128.output.find("int4-g128 (file)"), std::string::npos) << run_g128.output;
+  const auto at_load = test::run_command(kQforge + " run -m " + stories() +
+                                         " -n 8 --temp 0 -t 1 --quant int4-g128 --keep token_embd "
+                                         "--tensor-type output=int4-g128");
+  ASSERT_EQ(at_load.exit_code, 0) << at_load.output;
+  const auto generated = [](const std::string& text) {  // the line after the policy
+    const std::size_t at = text.find('\n', text.find("policy:"));
+    return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_EQ(generated(run_g128.output), generated(at_load.output));
+  std::filesystem::remove(out);
+  const auto bad =
+      test::run_command(kQforge + " quantize -m " + stories() + " -o " + out + " --quant f32");
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_NE(bad.output.find("int4-g128 has no ggml type"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--keep"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(out));
   const auto bin = test::run_command(kQforge + " quantize -m " +
                                      test::model_path("stories260K/stories260K.bin") + " -o " +
