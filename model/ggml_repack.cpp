@@ -131,4 +131,98 @@ QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   return out;
 }
 
+namespace {
+
+// Row `r` of one tensor as K_p operands and its groups' params.
+void native_row(const TensorView& t, std::int64_t r, std::uint8_t* operands, GroupParams* params) {
+  if (t.encoded) {
+    const EncodedTensor& e = *t.encoded;
+    const EncodedGeometry& g = e.geometry;
+    const std::byte* row = e.operands + static_cast<std::uint64_t>(r) * g.row_bytes();
+    if (g.scheme.bits == 8) {
+      std::memcpy(operands, row, static_cast<std::size_t>(g.k_padded));
+    } else {
+      for (std::int64_t j = 0; j < g.k_padded / 2; ++j) {
+        const auto byte = std::to_integer<std::uint8_t>(row[j]);
+        operands[2 * j] = byte & 15;
+        operands[2 * j + 1] = byte >> 4;
+      }
+    }
+    for (std::int64_t j = 0; j < g.groups(); ++j) {
+      const std::uint64_t at = static_cast<std::uint64_t>(r * g.groups() + j);
+      std::memcpy(&params[j].scale, e.scales + at * sizeof(float), sizeof(float));
+      params[j].zero_point = g.scheme.asymmetric ? std::to_integer<int>(e.zeros[at]) : 0;
+      params[j].offset = 0.f;
+    }
+    return;
+  }
+  const std::span<const std::byte> row = t.row(r);
+  const std::int64_t blocks = t.columns / 32;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::uint8_t* op = operands + b * 32;
+    std::uint16_t d_bits, m_bits = 0;
+    const std::byte* nibbles = nullptr;
+    if (t.type == GgmlType::Q8_0) {
+      const std::byte* block = row.data() + b * kQ8_0BlockBytes;
+      std::memcpy(&d_bits, block, 2);
+      for (int i = 0; i < 32; ++i)  // int8 q + 128: the sign bit flipped
+        op[i] = static_cast<std::uint8_t>(std::to_integer<std::uint8_t>(block[2 + i]) ^ 0x80);
+    } else if (t.type == GgmlType::Q4_0) {
+      const std::byte* block = row.data() + b * kQ4_0BlockBytes;
+      std::memcpy(&d_bits, block, 2);
+      nibbles = block + 2;
+    } else {
+      const std::byte* block = row.data() + b * kQ4_1BlockBytes;
+      std::memcpy(&d_bits, block, 2);
+      std::memcpy(&m_bits, block + 2, 2);
+      nibbles = block + 4;
+    }
+    if (nibbles != nullptr)  // the nibble is the operand (q + 8 for Q4_0, q for Q4_1)
+      for (int j = 0; j < 16; ++j) {
+        const auto byte = std::to_integer<std::uint8_t>(nibbles[j]);
+        op[j] = byte & 15;
+        op[j + 16] = byte >> 4;
+      }
+    const float d = f16_to_f32(d_bits), m = f16_to_f32(m_bits);
+    if (!std::isfinite(d) || !std::isfinite(m))
+      fail("repack: tensor '", t.name, "' row ", r, " block ", b, " has scale ", d,
+           t.type == GgmlType::Q4_1 ? " and minimum " : "",
+           t.type == GgmlType::Q4_1 ? std::to_string(m) : "");
+    params[b] = {d, 0, m};
+  }
+}
+
+}  // namespace
+
+OperandRowSource native_operand_rows(std::span<const TensorView* const> tensors) {
+  QF_REQUIRE(!tensors.empty(), "repack: no tensors");
+  const TensorView& first = *tensors[0];
+  const std::optional<QuantScheme> scheme = native_scheme(first);
+  if (!scheme)
+    fail("repack: tensor '", first.name, "' type ", ggml_type_name(first.type),
+         " has no exact qforge layout");
+  std::vector<const TensorView*> parts(tensors.begin(), tensors.end());
+  std::vector<std::int64_t> starts;  // the first stacked row of each part
+  std::int64_t n = 0;
+  for (const TensorView* t : parts) {
+    if (native_scheme(*t) != scheme || t->type != first.type || t->columns != first.columns)
+      fail("repack: tensor '", t->name, "' (", ggml_type_name(t->type), ", ", t->columns,
+           " columns) does not match '", first.name, "' (", ggml_type_name(first.type), ", ",
+           first.columns, " columns)");
+    starts.push_back(n);
+    n += t->rows;
+  }
+  const EncodedGeometry g = encoded_geometry(n, first.columns, *scheme);
+  QF_REQUIRE(first.encoded || first.columns % 32 == 0, "repack: '", first.name, "' has ",
+             first.columns, " columns, not whole blocks");
+  return [parts, starts, g](std::int64_t row, std::int64_t count, std::uint8_t* operands,
+                            GroupParams* params) {
+    for (std::int64_t i = 0; i < count; ++i, ++row) {
+      std::size_t p = 0;
+      while (p + 1 < starts.size() && row >= starts[p + 1]) ++p;
+      native_row(*parts[p], row - starts[p], operands + i * g.k_padded, params + i * g.groups());
+    }
+  };
+}
+
 }  // namespace qforge

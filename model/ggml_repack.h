@@ -15,6 +15,7 @@
 #include <span>
 
 #include "model/model_file.h"
+#include "ops/quant/pack.h"
 #include "ops/quant/quantize.h"
 
 namespace qforge {
@@ -30,5 +31,10 @@ std::optional<QuantScheme> native_scheme(const TensorView& tensor);
 // The rows of `tensors` (same native scheme and columns) stacked into one tensor; throws
 // qforge::Error if they have no native scheme or disagree.
 QuantizedTensor native_quantized(std::span<const TensorView* const> tensors);
+
+// The same rows as an OperandRowSource (ops/quant/pack.h), decoded 16 at a time while
+// packing: what a load packs, without the whole-layer QuantizedTensor. Checks the
+// tensors agree now; a non-finite scale throws when its row is read.
+OperandRowSource native_operand_rows(std::span<const TensorView* const> tensors);
 
 }  // namespace qforge

@@ -303,8 +303,10 @@ class LayerBuilder {
     const QuantScheme& scheme = choice.scheme;
     if (choice.kind == TensorChoice::Kind::native ||
         (!is_dense(choice) && all_encoded_as(tensors, scheme)))
-      return std::make_unique<JitLinear>(pack_quantized(native_quantized(tensors), threads_),
-                                         fusion, activation_of(choice.scheme));
+      return std::make_unique<JitLinear>(
+          pack_operands_by_rows(n, k, *native_scheme(*tensors[0]), native_operand_rows(tensors),
+                                threads_),
+          fusion, activation_of(choice.scheme));
     if (!is_dense(choice))
       if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
         return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion,
@@ -329,7 +331,8 @@ class LayerBuilder {
       const TensorView* g[] = {&gate};
       const TensorView* u[] = {&up};
       return std::make_unique<JitLinear>(
-          pack_quantized_pair(native_quantized(g), native_quantized(u), threads_),
+          pack_operand_pair_by_rows(hidden, k, *native_scheme(gate), native_operand_rows(g),
+                                    native_operand_rows(u), threads_),
           LinearFusion::swiglu, activation_of(choice.scheme));
     }
     const QuantScheme& scheme = choice.scheme;

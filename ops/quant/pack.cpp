@@ -309,6 +309,72 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
 
 }  // namespace
 
+namespace {
+
+// pack_by_rows for rows already quantized: each thread fills 16 rows of operands and
+// params (per source) and copies them into the panel groups.
+PackedWeights pack_operands(PackedWeights packed, const OperandRowSource* const rows[2],
+                            int threads) {
+  const PackedHeader& h = packed.header;
+  const PackedGeometry& geo = packed.geometry;
+  const std::int64_t n = h.n, kp = h.k_padded, g = h.group, groups = geo.groups;
+  const int halves = h.interleaved_pair ? 2 : 1;
+  const std::int64_t blocks = (n + kPanelWidth - 1) / kPanelWidth;
+  parallel_for(blocks, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
+    std::unique_ptr<std::uint8_t[]> operands[2];
+    std::unique_ptr<GroupParams[]> params[2];
+    for (int s = 0; s < halves; ++s) {
+      operands[s] = std::make_unique_for_overwrite<std::uint8_t[]>(
+          static_cast<std::size_t>(kPanelWidth * kp));
+      params[s] = std::make_unique<GroupParams[]>(static_cast<std::size_t>(kPanelWidth * groups));
+    }
+    PanelGroup pg;
+    pg.operands.resize(static_cast<std::size_t>(kPanelWidth * g));
+    const int offset = operand_of(0, h.bits, h.asymmetric);
+    for (std::int64_t b = begin; b < end; ++b) {
+      const std::int64_t first = b * kPanelWidth;
+      const std::int64_t count = std::min<std::int64_t>(kPanelWidth, n - first);
+      for (int s = 0; s < halves; ++s) (*rows[s])(first, count, operands[s].get(), params[s].get());
+      populate_for_write(packed.data.data() + b * halves * geo.panel_bytes,
+                         halves * geo.panel_bytes);
+      for (std::int64_t panel = b * halves; panel < (b + 1) * halves; ++panel) {
+        std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
+        for (std::int64_t j = 0; j < groups; ++j, dst += geo.group_bytes) {
+          for (int c = 0; c < kPanelWidth; ++c) {
+            const PanelColumn pc = panel_column(h, panel, c);
+            if (pc.column < 0) {
+              write_padding_column(pg, c, g, offset);
+              continue;
+            }
+            const std::int64_t r = pc.column - first;
+            pg.params[c] = params[pc.half][static_cast<std::size_t>(r * groups + j)];
+            std::memcpy(pg.operands.data() + c * g, operands[pc.half].get() + r * kp + j * g,
+                        static_cast<std::size_t>(g));
+          }
+          write_group(dst, pg, h, geo);
+        }
+      }
+    }
+  });
+  return packed;
+}
+
+}  // namespace
+
+PackedWeights pack_operands_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                    const OperandRowSource& rows, int threads) {
+  const OperandRowSource* const sources[2] = {&rows, nullptr};
+  return pack_operands(allocate(make_packed_header(n, k, scheme)), sources, threads);
+}
+
+PackedWeights pack_operand_pair_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                        const OperandRowSource& gate_rows,
+                                        const OperandRowSource& up_rows, int threads) {
+  const OperandRowSource* const sources[2] = {&gate_rows, &up_rows};
+  return pack_operands(allocate(make_packed_header(n, k, scheme, /*interleaved_pair=*/true)),
+                       sources, threads);
+}
+
 PackedWeights pack_quantized(const QuantizedTensor& t, int threads) {
   PackedWeights packed = allocate(make_packed_header(t.n, t.k, t.scheme));
   const QuantizedTensor* sources[2] = {&t, nullptr};

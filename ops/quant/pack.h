@@ -39,6 +39,20 @@ PackedWeights pack_swiglu_pair(const float* gate, const float* up, std::int64_t 
 PackedWeights pack_swiglu_pair_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
                                        const RowSource& gate_rows, const RowSource& up_rows,
                                        int threads = 0);
+// Packs rows that are already quantized, 16 at a time, as pack_weights_by_rows packs
+// floats: `rows(first, count, operands, params)` writes count x K_p operand bytes (the
+// packed layout's operands, operand_of below; K_p = the header's padded K, padding
+// included; int4 operands < 16) and count x groups params (scale, zero point, and the
+// float offset of a GGUF Q4_1 minimum). A GGUF file's blocks or qforge's encoding stream
+// into the packed layout without a whole-matrix QuantizedTensor.
+using OperandRowSource = std::function<void(std::int64_t first, std::int64_t count,
+                                            std::uint8_t* operands, GroupParams* params)>;
+PackedWeights pack_operands_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                    const OperandRowSource& rows, int threads = 0);
+// The same for a gate/up pair, interleaved as pack_swiglu_pair does.
+PackedWeights pack_operand_pair_by_rows(std::int64_t n, std::int64_t k, const QuantScheme& scheme,
+                                        const OperandRowSource& gate_rows,
+                                        const OperandRowSource& up_rows, int threads = 0);
 // Packs an already quantized tensor exactly (no requantization), e.g. a GGUF Q8_0 tensor.
 PackedWeights pack_quantized(const QuantizedTensor& tensor, int threads = 0);
 // The same for a gate/up pair (same scheme and shape), interleaved as pack_swiglu_pair does.

@@ -3,6 +3,8 @@
 // the int8 embedding table, bf16 dense layers, and the --quant / --lm-head parser.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <algorithm>
 
 #include <limits>
@@ -63,7 +65,23 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
     EXPECT_EQ(back.scales, q.scales);
     EXPECT_EQ(back.offsets, q.offsets);
     EXPECT_EQ(q.offsets.empty(), GetParam() != GgmlType::Q4_1);
+    // What a load packs, the rows streamed from the blocks: the same bytes.
+    const PackedWeights streamed =
+        pack_operands_by_rows(t.rows, t.columns, q.scheme, native_operand_rows(views), 2);
+    const PackedWeights whole = pack_quantized(q, 1);
+    ASSERT_EQ(streamed.geometry.total_bytes, whole.geometry.total_bytes);
+    EXPECT_EQ(std::memcmp(streamed.data.data(), whole.data.data(), whole.geometry.total_bytes), 0)
+        << role;
   }
+  // Stacked q | k | v rows stream across the tensors' boundaries.
+  const TensorView* qkv[] = {&file.layer_tensor(0, "attn_q"), &file.layer_tensor(0, "attn_k"),
+                             &file.layer_tensor(0, "attn_v")};
+  const QuantizedTensor stacked = native_quantized(qkv);
+  const PackedWeights streamed =
+      pack_operands_by_rows(stacked.n, stacked.k, stacked.scheme, native_operand_rows(qkv), 2);
+  const PackedWeights whole = pack_quantized(stacked, 1);
+  ASSERT_EQ(streamed.geometry.total_bytes, whole.geometry.total_bytes);
+  EXPECT_EQ(std::memcmp(streamed.data.data(), whole.data.data(), whole.geometry.total_bytes), 0);
   std::filesystem::remove(path);
 }
 

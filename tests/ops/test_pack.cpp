@@ -217,6 +217,61 @@ TEST(Pack, QuantizedTensorPacksExactly) {
   EXPECT_THROW(pack_quantized(bad), Error);
 }
 
+// Rows already quantized (operands + params, 16 at a time) pack to the bytes of packing
+// the whole QuantizedTensor: every scheme kind, N and K tails, a pair, Q4_1-style float
+// offsets, and each row read once.
+TEST(Pack, OperandRowsPackLikeTheQuantizedTensor) {
+  struct Shape {
+    std::int64_t n, k;
+    const char* scheme;
+  };
+  const auto source = [](const QuantizedTensor& t, std::vector<int>& reads) {
+    return [&t, &reads](std::int64_t first, std::int64_t count, std::uint8_t* operands,
+                        GroupParams* params) {
+      const int bits = t.scheme.bits;
+      const bool asym = t.scheme.asymmetric;
+      for (std::int64_t r = first; r < first + count; ++r) {
+        ++reads[static_cast<std::size_t>(r)];
+        for (std::int64_t c = 0; c < t.k_padded; ++c)
+          *operands++ = static_cast<std::uint8_t>(
+              operand_of(t.q[static_cast<std::size_t>(r * t.k_padded + c)], bits, asym));
+        for (std::int64_t j = 0; j < t.groups(); ++j) {
+          const auto at = static_cast<std::size_t>(r * t.groups() + j);
+          *params++ = {t.scales[at], t.zero_points[at], t.offsets.empty() ? 0.f : t.offsets[at]};
+        }
+      }
+    };
+  };
+  for (const Shape& s : {Shape{4099, 256, "int8"}, Shape{37, 96, "int4-g32-asym"},
+                         Shape{300, 200, "int4"}, Shape{33, 1000, "int8-g128-asym"},
+                         Shape{17, 96, "int8-tensor"}, Shape{64, 64, "int4-g16"}}) {
+    const QuantScheme scheme = parse_quant_scheme(s.scheme);
+    const auto w = test::random_floats(s.n * s.k, 31, 1.f);
+    const auto w2 = test::random_floats(s.n * s.k, 32, 1.f);
+    QuantizedTensor t = quantize_reference(w.data(), s.n, s.k, scheme);
+    const QuantizedTensor u = quantize_reference(w2.data(), s.n, s.k, scheme);
+    if (scheme.bits == 4 && scheme.asymmetric) {  // float minima, as GGUF Q4_1 carries
+      std::fill(t.zero_points.begin(), t.zero_points.end(), 0);
+      t.offsets.resize(t.scales.size());
+      for (std::size_t i = 0; i < t.offsets.size(); ++i) t.offsets[i] = -0.25f * float(i % 7);
+    }
+    std::vector<int> reads(static_cast<std::size_t>(s.n), 0), up_reads(reads);
+    const PackedWeights by_rows = pack_operands_by_rows(s.n, s.k, scheme, source(t, reads), 2);
+    const PackedWeights whole = pack_quantized(t, 2);
+    EXPECT_TRUE(std::all_of(reads.begin(), reads.end(), [](int r) { return r == 1; })) << s.scheme;
+    ASSERT_EQ(whole.geometry.total_bytes, by_rows.geometry.total_bytes);
+    EXPECT_EQ(std::memcmp(whole.data.data(), by_rows.data.data(), whole.geometry.total_bytes), 0)
+        << s.n << " x " << s.k << " " << s.scheme;
+    std::fill(reads.begin(), reads.end(), 0);
+    const PackedWeights pair =
+        pack_operand_pair_by_rows(s.n, s.k, scheme, source(t, reads), source(u, up_reads), 2);
+    const PackedWeights whole_pair = pack_quantized_pair(t, u, 2);
+    ASSERT_EQ(whole_pair.geometry.total_bytes, pair.geometry.total_bytes);
+    EXPECT_EQ(std::memcmp(whole_pair.data.data(), pair.data.data(), pair.geometry.total_bytes), 0)
+        << s.scheme << " pair";
+  }
+}
+
 TEST(Pack, SwigluPairInterleavesPanels) {
   const int n = 20, k = 64;
   const auto gate = test::random_floats(n * k, 11, 1.f);
