@@ -1,7 +1,9 @@
-// qforge perplexity -m MODEL -f TEXT [--ctx N] [--quant Q] [--json] [--no-kld]
+// qforge perplexity -m MODEL -f TEXT [--ctx N] [--quant Q] [--json] [--no-kld] [--base F32]
 // Perplexity of the text as llama-perplexity computes it (model/perplexity.h); for a
 // quantized or bf16 run also the KL divergence from the f32 model and top-1 agreement,
-// both models evaluated in the same process on the same chunks.
+// both models evaluated in the same process on the same chunks. The f32 model is MODEL
+// run in f32, or --base: the model a quantized file was made from (a quantized file's own
+// f32 run holds its quantized weights), as llama-perplexity's --kl-divergence-base.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -26,6 +28,7 @@ struct Options {
   int ctx = 0;
   bool json = false;
   bool no_kld = false;
+  std::string base;  // the f32 reference model, when not MODEL itself
 };
 
 ChunkLogits logits_of(LlamaExecutor& executor) {
@@ -46,13 +49,25 @@ void perplexity(const Options& o) {
   const std::vector<int> tokens = tokenizer.encode(text, /*add_bos=*/true, /*add_eos=*/false);
 
   // The f32 model, for the divergence of a quantized (or bf16) run.
+  QF_REQUIRE(o.base.empty() || !o.no_kld, "--base gives the reference --no-kld skips");
   const bool reference_needed =
-      !o.no_kld && (precision.quantized || precision.dense != DenseType::f32 ||
+      !o.no_kld && (!o.base.empty() || precision.quantized || precision.dense != DenseType::f32 ||
                     !precision.rules.empty() || precision.kv != KvType::f32);
   std::unique_ptr<ModelSession> reference;
-  if (reference_needed)
-    reference = open_model_session(o.model, parse_precision("f32"), threads, 0, o.json,
+  if (reference_needed) {
+    ModelOptions base = o.model;
+    if (!o.base.empty()) base.model = o.base;
+    reference = open_model_session(base, parse_precision("f32"), threads, 0, o.json,
                                    /*with_methods=*/false);
+    const LlamaConfig& b = reference->model.weights.config;
+    QF_REQUIRE(o.base.empty() ||
+                   (b.vocab_size == c.vocab_size && b.dim == c.dim && b.n_layers == c.n_layers),
+               "--base ", o.base, " (", b.to_string(), ") is not the model of ", o.model.model,
+               " (", c.to_string(), ")");
+    QF_REQUIRE(o.base.empty() || reference->model.tokenizer.encode(text, true, false) == tokens,
+               "--base ", o.base, ": its tokenizer splits ", o.text, " differently from ",
+               o.model.model, "'s");
+  }
 
   ProgressBar bar("perplexity", o.json);
   const PerplexityResult r = evaluate_perplexity(
@@ -109,6 +124,9 @@ void register_perplexity(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", options->json, "One JSON object on stdout");
   cmd->add_flag("--no-kld", options->no_kld, "Skip the f32 reference (no KLD / top-1)");
+  cmd->add_option("--base", options->base,
+                  "The f32 reference model for KLD / top-1 (default: MODEL run in f32); for a "
+                  "quantized file, the model it was made from");
   cmd->callback([options] { perplexity(*options); });
 }
 

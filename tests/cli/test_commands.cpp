@@ -609,7 +609,8 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("Q4_0"), std::string::npos) << run.output;  // the policy line
   std::filesystem::remove(out);
-  // A scheme no ggml type holds: qforge's encoding, run as written.
+  // A scheme no ggml type holds: qforge's encoding, run as written (the kept f32 embedding
+  // gets int8 rows in a native run, as at load).
   const auto g128 = test::run_command(kQforge + " quantize -m " + stories() + " -o " + out +
                                       " --quant int4-g128 --keep token_embd");
   ASSERT_EQ(g128.exit_code, 0) << g128.output;
@@ -617,7 +618,7 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   ASSERT_EQ(run_g128.exit_code, 0) << run_g128.output;
   EXPECT_NE(run_g128.output.find("int4-g128 (file)"), std::string::npos) << run_g128.output;
   const auto at_load = test::run_command(kQforge + " run -m " + stories() +
-                                         " -n 8 --temp 0 -t 1 --quant int4-g128 --keep token_embd "
+                                         " -n 8 --temp 0 -t 1 --quant int4-g128 "
                                          "--tensor-type output=int4-g128");
   ASSERT_EQ(at_load.exit_code, 0) << at_load.output;
   const auto generated = [](const std::string& text) {  // the line after the policy
@@ -625,6 +626,22 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
     return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
   };
   EXPECT_EQ(generated(run_g128.output), generated(at_load.output));
+  // Its KLD from the model it was made from (--base) is that of quantizing at load.
+  const auto kld = [](const std::string& command) {
+    const auto r = test::run_command(command);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto records = json_lines(r.output);
+    return records.empty() ? -1.0 : records.back()["mean_kld"].get<double>();
+  };
+  const std::string ppl = " -f " + eval_text() + " --ctx 256 -t 1 --json";
+  const double from_file = kld(kQforge + " perplexity -m " + out + " --base " + stories() + ppl);
+  EXPECT_GT(from_file, 0.01);  // the int4 weights' error, not only the activations'
+  EXPECT_EQ(from_file, kld(kQforge + " perplexity -m " + stories() + ppl +
+                           " --quant int4-g128 --tensor-type output=int4-g128"));
+  const auto foreign = test::run_command(kQforge + " perplexity -m " + out + " --base " +
+                                         test::model_path("babyllama-tok105/model5000.bin") + ppl);
+  EXPECT_NE(foreign.exit_code, 0);
+  EXPECT_NE(foreign.output.find("is not the model of"), std::string::npos) << foreign.output;
   std::filesystem::remove(out);
   const auto bad =
       test::run_command(kQforge + " quantize -m " + stories() + " -o " + out + " --quant f32");
