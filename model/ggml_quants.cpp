@@ -8,6 +8,7 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "model/ggml_kquants.h"
 
 namespace qforge {
 
@@ -136,7 +137,7 @@ void quantize_q4_1(const float* values, std::byte* block) {
 void check_sizes(GgmlType type, std::size_t values, std::size_t bytes, std::string_view what) {
   if (!is_supported(type))
     fail(what, ": type ", ggml_type_name(type),
-         " is not supported (F32, F16, BF16, Q8_0, Q4_0 and Q4_1 are)");
+         " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K are)");
   const std::uint64_t expected = ggml_row_bytes(type, values);
   if (bytes != expected)
     fail(what, ": ", values, " values of ", ggml_type_name(type), " take ", expected,
@@ -172,6 +173,13 @@ void dequantize_row(GgmlType type, std::span<const std::byte> row, std::span<flo
         dequantize_q4_1(in + b * kQ4_1BlockBytes, out.data() + b * 32);
       return;
     default:
+      if (is_extra_block_type(type)) {
+        const std::uint64_t values = ggml_type_traits(type).block_values;
+        const std::uint64_t bytes = ggml_row_bytes(type, values);
+        for (std::size_t b = 0; b < out.size() / values; ++b)
+          dequantize_extra_block(type, in + b * bytes, out.data() + b * values);
+        return;
+      }
       break;
   }
   fail("dequantize_row: type ", ggml_type_name(type), " is not supported");

@@ -184,7 +184,8 @@ const GgufTensorInfo& GgufReader::tensor(std::string_view name) const {
 std::span<const std::byte> GgufReader::tensor_data(const GgufTensorInfo& info) const {
   if (!is_supported(info.type))
     fail(path(), ": tensor '", info.name, "' has type ", ggml_type_name(info.type),
-         ", which qforge cannot use (it reads F32, F16, BF16, Q8_0, Q4_0 and Q4_1)");
+         ", which qforge cannot use (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and "
+         "Q2_K..Q6_K)");
   return raw_tensor_data(info);
 }
 

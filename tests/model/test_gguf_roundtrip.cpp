@@ -201,17 +201,17 @@ TEST(GgufRoundTrip, ByteLayoutIsSpecExact) {
 
 TEST(GgufRoundTrip, UnsupportedTypesAreListedButNotUsable) {
   test::ScratchDir dir;
-  const std::string path = dir.file("q4k.gguf");
+  const std::string path = dir.file("iq4xs.gguf");
   GgufWriter writer;
-  const std::vector<std::byte> q4k(144 * 2);
-  writer.add_tensor("blk.0.ffn_down.weight", GgmlType::Q4_K, {256, 2}, q4k);
+  const std::vector<std::byte> iq4xs(136 * 2);
+  writer.add_tensor("blk.0.ffn_down.weight", GgmlType::IQ4_XS, {256, 2}, iq4xs);
   writer.write(path);
   const GgufReader reader(path);
   const GgufTensorInfo& info = reader.tensor("blk.0.ffn_down.weight");
-  EXPECT_EQ(info.type, GgmlType::Q4_K);
-  EXPECT_EQ(info.byte_size, 288u);
+  EXPECT_EQ(info.type, GgmlType::IQ4_XS);
+  EXPECT_EQ(info.byte_size, 272u);
   expect_error([&] { reader.tensor_data(info); },
-               {test::file_name_of(path), "'blk.0.ffn_down.weight'", "Q4_K"});
+               {test::file_name_of(path), "'blk.0.ffn_down.weight'", "IQ4_XS"});
 }
 
 TEST(GgufWriter, RejectsBadInputAndLeavesNoPartialFile) {

@@ -216,17 +216,17 @@ TEST(TinyLlama, VocabularyAndEmbeddingMustAgree) {
 
 TEST(TinyLlama, UnsupportedWeightTypeNamesTensorAndType) {
   test::ScratchDir dir;
-  const std::string path = dir.file("q4k.gguf");
+  const std::string path = dir.file("iq4xs.gguf");
   test::TinyLlama spec;
   spec.edit_tensor = [](const std::string& name, std::int64_t&, std::int64_t&) {
     return name != "blk.0.attn_v.weight";
   };
   spec.edit_metadata = [](GgufWriter& writer) {
-    const std::vector<std::byte> blocks(16 * 144);  // 16 rows x 256 columns of Q4_K
-    writer.add_tensor("blk.0.attn_v.weight", GgmlType::Q4_K, {256, 16}, blocks);
+    const std::vector<std::byte> blocks(16 * 136);  // 16 rows x 256 columns of IQ4_XS
+    writer.add_tensor("blk.0.attn_v.weight", GgmlType::IQ4_XS, {256, 16}, blocks);
   };
   test::write_tiny_llama(path, spec);
-  expect_error([&] { open_model(path); }, {"q4k.gguf", "'blk.0.attn_v.weight'", "Q4_K"});
+  expect_error([&] { open_model(path); }, {"iq4xs.gguf", "'blk.0.attn_v.weight'", "IQ4_XS"});
 }
 
 TEST(TinyLlama, OtherArchitecturesAreRejected) {

@@ -45,7 +45,8 @@ TEST(GgmlTypes, BlockSizesMatchGgml) {
   EXPECT_EQ(find_ggml_type(4), nullptr);  // retired Q4_2
   EXPECT_EQ(find_ggml_type(99), nullptr);
   EXPECT_TRUE(is_supported(GgmlType::Q4_1));
-  EXPECT_FALSE(is_supported(GgmlType::Q4_K));
+  EXPECT_TRUE(is_supported(GgmlType::Q4_K));
+  EXPECT_FALSE(is_supported(GgmlType::IQ4_XS));
   test::expect_error([] { ggml_row_bytes(GgmlType::Q8_0, 33); }, {"33", "Q8_0"});
 }
 
