@@ -42,6 +42,21 @@ std::vector<float> logits(const std::string& path, const Precision& precision) {
   return {out.begin(), out.end()};
 }
 
+// Writes `bytes` to a scratch file and expects open_model to refuse it with a message
+// holding `words` and the file's path.
+void expect_open_refused(const std::vector<char>& bytes, const std::string& words) {
+  const std::string path = temp_path("damaged.gguf");
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  try {
+    open_model(path);
+    ADD_FAILURE() << words << ": accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
 class QuantizedGguf : public testing::TestWithParam<const char*> {};
 
 TEST_P(QuantizedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesAsGgmlBlocks) {
@@ -212,18 +227,7 @@ TEST(EncodedGguf, RefusesADamagedFileNamingTheField) {
     scale_at = at("blk.0.ffn_down.weight.scale");
     zero_at = at("blk.0.ffn_down.weight.zero");
   }
-  const auto refused = [&](std::vector<char> copy, const std::string& words) {
-    const std::string path = temp_path("enc_damaged.gguf");
-    std::ofstream(path, std::ios::binary).write(copy.data(), std::streamsize(copy.size()));
-    try {
-      open_model(path);
-      ADD_FAILURE() << words << ": accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    }
-    std::filesystem::remove(path);
-  };
+  const auto refused = expect_open_refused;
   const auto key_at = [&](const std::string& key) {
     const auto it = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
     EXPECT_NE(it, bytes.end()) << key;
@@ -290,18 +294,7 @@ TEST(QuantizedGguf, CarriesStaticActivationScales) {
   const std::string key = "qforge.activation_scale.blk.0.attn_qkv";
   const auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end()) - bytes.begin();
   ASSERT_LT(std::size_t(at), bytes.size());
-  const auto damaged = [&](std::vector<char> copy, const std::string& words) {
-    const std::string path = temp_path("damaged_scales.gguf");
-    std::ofstream(path, std::ios::binary).write(copy.data(), std::streamsize(copy.size()));
-    try {
-      open_model(path);
-      ADD_FAILURE() << words << ": accepted";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    }
-    std::filesystem::remove(path);
-  };
+  const auto damaged = expect_open_refused;
   std::vector<char> negative = bytes;
   negative[std::size_t(at) + key.size() + 4 + 3] |= char(0x80);  // after the u32 type: f32 sign
   damaged(negative, "'" + key + "' = -0.0");
