@@ -138,8 +138,11 @@ TEST_P(EncodedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesToTheReference) 
   EXPECT_EQ(logits(out, at_load), want);  // the scheme named: the file's values as they are
   {
     auto session = open_session(out, parse_precision("native"), 1);
-    for (const auto& [layer, choice] : session->model.weights.policy)
-      if (layer != "token_embd") EXPECT_EQ(choice, to_string(q) + " (file)") << layer;
+    for (const auto& [layer, choice] : session->model.weights.policy) {
+      if (layer != "token_embd") {
+        EXPECT_EQ(choice, to_string(q) + " (file)") << layer;
+      }
+    }
   }
 
   const GgufReader reader(out);
