@@ -540,14 +540,20 @@ namespace {
 EmbeddingTable encoded_embedding(const TensorView& embedding, int threads) {
   if (embedding.encoded->geometry.scheme != kPerChannelInt8)
     return EmbeddingTable(to_f32(embedding, threads), embedding.rows, embedding.columns, false);
+  // The file's rows as packing reads them: int8 operands are q + 128, the table's form.
   const TensorView* sources[] = {&embedding};
-  const QuantizedTensor q = native_quantized(sources);
-  std::vector<std::uint8_t> operands(static_cast<std::size_t>(q.n * q.k));
-  for (std::int64_t r = 0; r < q.n; ++r)
-    for (std::int64_t c = 0; c < q.k; ++c)
-      operands[static_cast<std::size_t>(r * q.k + c)] =
-          static_cast<std::uint8_t>(q.q[static_cast<std::size_t>(r * q.k_padded + c)] + 128);
-  return EmbeddingTable::int8_table(std::move(operands), q.scales, q.n, q.k);
+  const std::int64_t rows = embedding.rows, dim = embedding.columns;
+  const std::int64_t k_padded = embedding.encoded->geometry.k_padded;
+  std::vector<std::uint8_t> operands(static_cast<std::size_t>(rows * dim)), row(k_padded);
+  std::vector<float> scales(static_cast<std::size_t>(rows));
+  const OperandRowSource source = native_operand_rows(sources);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    GroupParams params;  // per-channel: one group per row
+    source(r, 1, row.data(), &params);
+    std::copy_n(row.data(), dim, operands.data() + r * dim);
+    scales[static_cast<std::size_t>(r)] = params.scale;
+  }
+  return EmbeddingTable::int8_table(std::move(operands), std::move(scales), rows, dim);
 }
 
 }  // namespace
