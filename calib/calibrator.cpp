@@ -39,7 +39,7 @@ std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, in
   const std::size_t count = std::min(available, static_cast<std::size_t>(samples));
   std::vector<std::vector<int>> chunks(count);
   for (std::size_t i = 0; i < count; ++i) {
-    chunks[i].push_back(bos);
+    chunks[i].push_back(bos >= 0 ? bos : tokens[i * body]);  // no BOS: the text's own token
     const auto first = tokens.begin() + static_cast<std::ptrdiff_t>(1 + i * body);
     chunks[i].insert(chunks[i].end(), first, first + static_cast<std::ptrdiff_t>(body));
   }

@@ -155,7 +155,7 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
   };
 
   // The f32 logits of every chunk, once; the reference of each KLD below.
-  const int bos = quantized.model.tokenizer.bos_id();
+  const int bos = quantized.model.tokenizer.prompt_bos_id();
   const KldEvaluator kld(*f32.executor, text, o.ctx, chunks, bos);
   QuantReport report;
   report.precision = to_string(qw.precision);
@@ -173,7 +173,7 @@ QuantReport make_quant_report(ModelSession& f32, ModelSession& quantized,
   f32.executor->set_observer(&capture);
   for (int i = 0; i < std::min(o.capture_chunks, chunks); ++i) {
     std::vector<int> chunk(text.begin() + i * o.ctx, text.begin() + (i + 1) * o.ctx);
-    chunk[0] = bos;
+    if (bos >= 0) chunk[0] = bos;
     f32.executor->forward(chunk, 0, true);
   }
   f32.executor->set_observer(nullptr);

@@ -143,8 +143,10 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
       const int ctx = o.calib_ctx > 0 ? o.calib_ctx : std::min(512, context);
       QF_REQUIRE(ctx <= context, "--calib-ctx ", ctx, " exceeds the context of ", model.path(),
                  " (", context, ")");
-      const std::vector<int> tokens = tokenizer.encode(read_text_file(o.calib_text), true, false);
-      chunks = calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.bos_id(), o.calib_text);
+      const std::vector<int> tokens =
+          tokenizer.encode(read_text_file(o.calib_text), tokenizer.adds_bos(), false);
+      chunks =
+          calibration_chunks(tokens, o.calib_samples, ctx, tokenizer.prompt_bos_id(), o.calib_text);
       where = std::to_string(chunks.size()) + " x " + std::to_string(ctx) + " tokens of " +
               o.calib_text;
     }

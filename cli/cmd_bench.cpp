@@ -135,10 +135,11 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   j["prefill_on_amx"] =
       std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) { return key.isa == Isa::amx; });
   if (!o.text.empty()) {
-    const std::vector<int> tokens = model.tokenizer.encode(read_text_file(o.text), true, false);
+    const std::vector<int> tokens =
+        model.tokenizer.encode(read_text_file(o.text), model.tokenizer.adds_bos(), false);
     const int ctx = std::min(512, executor.positions());
     const PerplexityResult r = evaluate_perplexity(
-        tokens, ctx, c.vocab_size, model.tokenizer.bos_id(),
+        tokens, ctx, c.vocab_size, model.tokenizer.prompt_bos_id(),
         [&executor](std::span<const int> chunk) { return executor.forward(chunk, 0, true); });
     j["perplexity"] = r.perplexity;
     j["perplexity_ctx"] = ctx;

@@ -42,8 +42,9 @@ void calibrate(const Options& o) {
   const LlamaConfig& c = session->model.weights.config;
   QF_REQUIRE(o.ctx <= c.seq_len, "--ctx ", o.ctx, " exceeds the model's context of ", c.seq_len);
   const Tokenizer& tokenizer = session->model.tokenizer;
-  const std::vector<int> tokens = tokenizer.encode(text, /*add_bos=*/true, /*add_eos=*/false);
-  const auto chunks = calibration_chunks(tokens, o.samples, o.ctx, tokenizer.bos_id(), o.text);
+  const std::vector<int> tokens = tokenizer.encode(text, tokenizer.adds_bos(), /*add_eos=*/false);
+  const auto chunks =
+      calibration_chunks(tokens, o.samples, o.ctx, tokenizer.prompt_bos_id(), o.text);
 
   CalibrationSource source;
   source.model_file = std::filesystem::path(o.model.model).filename().string();

@@ -46,7 +46,7 @@ void perplexity(const Options& o) {
   const int ctx = o.ctx > 0 ? o.ctx : std::min(512, c.seq_len);
   QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
   const Tokenizer& tokenizer = session->model.tokenizer;
-  const std::vector<int> tokens = tokenizer.encode(text, /*add_bos=*/true, /*add_eos=*/false);
+  const std::vector<int> tokens = tokenizer.encode(text, tokenizer.adds_bos(), /*add_eos=*/false);
 
   // The f32 model, for the divergence of a quantized (or bf16) run.
   QF_REQUIRE(o.base.empty() || !o.no_kld, "--base gives the reference --no-kld skips");
@@ -64,14 +64,15 @@ void perplexity(const Options& o) {
                    (b.vocab_size == c.vocab_size && b.dim == c.dim && b.n_layers == c.n_layers),
                "--base ", o.base, " (", b.to_string(), ") is not the model of ", o.model.model,
                " (", c.to_string(), ")");
-    QF_REQUIRE(o.base.empty() || reference->model.tokenizer.encode(text, true, false) == tokens,
+    QF_REQUIRE(o.base.empty() ||
+                   reference->model.tokenizer.encode(text, tokenizer.adds_bos(), false) == tokens,
                "--base ", o.base, ": its tokenizer splits ", o.text, " differently from ",
                o.model.model, "'s");
   }
 
   ProgressBar bar("perplexity", o.json);
   const PerplexityResult r = evaluate_perplexity(
-      tokens, ctx, c.vocab_size, tokenizer.bos_id(), logits_of(*session->executor),
+      tokens, ctx, c.vocab_size, tokenizer.prompt_bos_id(), logits_of(*session->executor),
       reference ? logits_of(*reference->executor) : ChunkLogits{},
       [&bar](int done, int total) { bar.update(done, total, "chunks"); });
   bar.finish();

@@ -112,7 +112,8 @@ void quant_report(const Options& o) {
   const LlamaConfig& c = f32->model.weights.config;
   const int ctx = o.ctx > 0 ? o.ctx : std::min(256, c.seq_len);
   QF_REQUIRE(ctx <= c.seq_len, "--ctx ", ctx, " exceeds the model's context of ", c.seq_len);
-  const std::vector<int> tokens = f32->model.tokenizer.encode(text, true, false);
+  const std::vector<int> tokens =
+      f32->model.tokenizer.encode(text, f32->model.tokenizer.adds_bos(), false);
   QF_REQUIRE(tokens.size() >= static_cast<std::size_t>(ctx), o.text, ": ", tokens.size(),
              " tokens, fewer than one chunk of --ctx ", ctx);
   ProgressBar bar("quant-report", o.json);
@@ -136,7 +137,7 @@ void quant_report(const Options& o) {
     auto upgrade = open_model_session(o.model, upgrade_precision, threads, ctx, o.json,
                                       /*with_methods=*/false);
     const KldEvaluator kld(*f32->executor, tokens, ctx, report.chunks,
-                           f32->model.tokenizer.bos_id());
+                           f32->model.tokenizer.prompt_bos_id());
     chosen = choose_auto_policy(report, *quantized, *upgrade, kld,
                                 AutoPolicyGoal{o.target_kld, o.max_bytes});
   }

@@ -54,8 +54,7 @@ void run(const Options& o) {
   // prompt's length is known once the tokenizer is, so the session is sized after load.
   auto session = open_model_session(o.model, precision, applied.threads, 1);
   const LoadedModel& model = session->model;
-  const auto prompt_tokens =
-      static_cast<long long>(model.tokenizer.encode(o.prompt, true, false).size());
+  const auto prompt_tokens = static_cast<long long>(model.tokenizer.encode_prompt(o.prompt).size());
   const auto positions = std::min<long long>(model.weights.config.seq_len, prompt_tokens + o.steps);
   session->executor = std::make_unique<LlamaExecutor>(session->model.weights, *session->pool,
                                                       static_cast<int>(std::max(1LL, positions)));

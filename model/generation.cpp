@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "jit/base/error.h"
+#include "model/tokenizer/utf8_stream.h"
 
 namespace qforge {
 namespace {
@@ -26,17 +27,25 @@ double GenerationStats::decode_tokens_per_second() const {
 GenerationStats generate(LlamaExecutor& executor, const Tokenizer& tokenizer, Sampler& sampler,
                          std::string_view prompt, int max_new_tokens,
                          const std::function<void(std::string_view)>& on_text) {
-  const std::vector<int> tokens = tokenizer.encode(prompt, /*add_bos=*/true, /*add_eos=*/false);
+  std::vector<int> tokens = tokenizer.encode_prompt(prompt);
+  if (tokens.empty()) tokens.push_back(tokenizer.bos_id());  // something to start from
   const int prompt_tokens = static_cast<int>(tokens.size());
   QF_REQUIRE(prompt_tokens <= executor.positions(), "prompt: ", prompt_tokens,
              " tokens do not fit the context of ", executor.positions());
   GenerationStats stats;
   stats.prompt_tokens = prompt_tokens;
-  for (int i = 1; i < prompt_tokens; ++i)
-    on_text(Tokenizer::safe_piece(tokenizer.decode(tokens[i - 1], tokens[i])));
+  Utf8Stream text;
+  const auto emit = [&](std::string_view piece) {
+    if (const std::string out = text.push(piece); !out.empty()) on_text(out);
+  };
+  for (int i = 0; i < prompt_tokens; ++i)
+    emit(tokenizer.decode(i > 0 ? tokens[i - 1] : -1, tokens[i]));
   // Each sampled token but the last is fed back at the next position.
   const int budget = std::min(max_new_tokens, executor.positions() - prompt_tokens + 1);
-  if (budget <= 0) return stats;
+  if (budget <= 0) {
+    if (const std::string out = text.finish(); !out.empty()) on_text(out);
+    return stats;
+  }
 
   auto start = std::chrono::steady_clock::now();
   std::span<const float> logits = executor.forward(tokens, 0);
@@ -47,14 +56,15 @@ GenerationStats generate(LlamaExecutor& executor, const Tokenizer& tokenizer, Sa
   for (int position = prompt_tokens;; ++position) {
     scratch.assign(logits.begin(), logits.end());
     const int next = sampler.sample(scratch);
-    if (next == tokenizer.bos_id() || next == tokenizer.eos_id()) break;
-    on_text(Tokenizer::safe_piece(tokenizer.decode(previous, next)));
+    if (next == tokenizer.bos_id() || tokenizer.ends_generation(next)) break;
+    emit(tokenizer.decode(previous, next));
     previous = next;
     if (++stats.generated_tokens == budget) break;
     logits = executor.forward(std::span<const int>(&next, 1), position);
     ++stats.decode_steps;
   }
   stats.decode_seconds = seconds_since(start);
+  if (const std::string out = text.finish(); !out.empty()) on_text(out);
   return stats;
 }
 

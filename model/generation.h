@@ -1,8 +1,9 @@
 // Text generation as llama2.c's run.c does it, with the prompt run as one batch:
 //
-//   tokens = BOS + encode(prompt)               ("" -> BOS only)
+//   tokens = encode_prompt(prompt)              BOS as the vocabulary asks; "" -> BOS only
 //   logits = forward(tokens, 0)                 prefill, one batch per chunk
-//   repeat: next = sample(logits); stop at BOS or EOS; emit decode(previous, next);
+//   repeat: next = sample(logits); stop at BOS, EOS or end of turn;
+//           emit decode(previous, next) through a Utf8Stream;
 //           logits = forward(next, position++)  decode, one row
 //
 // The prompt's own pieces are emitted first, as run.c prints them.
@@ -13,7 +14,7 @@
 
 #include "model/llama_executor.h"
 #include "model/sampler.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace qforge {
 
@@ -29,7 +30,7 @@ struct GenerationStats {
 };
 
 // Generates up to `max_new_tokens` tokens (fewer when the context runs out); `on_text`
-// receives each piece as printable bytes (Tokenizer::safe_piece).
+// receives the text as printable, well-formed UTF-8 (utf8_stream.h), in pieces.
 GenerationStats generate(LlamaExecutor& executor, const Tokenizer& tokenizer, Sampler& sampler,
                          std::string_view prompt, int max_new_tokens,
                          const std::function<void(std::string_view)>& on_text);

@@ -51,7 +51,15 @@ LoadedModel load_model(const std::string& path, const Precision& precision,
 Tokenizer load_model_tokenizer(const ModelFile& model, const std::string& path) {
   const int vocab = model.config().vocab_size;
   if (!path.empty()) return Tokenizer::from_llama2c_file(path, vocab);
-  if (model.gguf() != nullptr) return Tokenizer::from_gguf(*model.gguf());
+  if (model.gguf() != nullptr) {
+    Tokenizer tokenizer = Tokenizer::from_gguf(*model.gguf());
+    if (tokenizer.vocab_size() != vocab)
+      fail(model.path(), ": metadata 'tokenizer.ggml.tokens' has ", tokenizer.vocab_size(),
+           " tokens, but the model's vocabulary ('llama.vocab_size', the rows of "
+           "'token_embd.weight') has ",
+           vocab);
+    return tokenizer;
+  }
   const std::filesystem::path dir = std::filesystem::path(model.path()).parent_path();
   for (const std::string& name :
        {"tok" + std::to_string(vocab) + ".bin", std::string("tokenizer.bin")})

@@ -13,7 +13,7 @@
 
 #include "model/llama_weights.h"
 #include "model/model_file.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace qforge {
 

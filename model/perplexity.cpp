@@ -55,7 +55,7 @@ PerplexityResult evaluate_perplexity(std::span<const int> tokens, int ctx, int v
   std::vector<double> log_p, log_q;
   for (int c = 0; c < chunks; ++c) {
     std::copy_n(tokens.begin() + std::ptrdiff_t(c) * ctx, ctx, chunk.begin());
-    chunk[0] = bos;
+    if (bos >= 0) chunk[0] = bos;  // a vocabulary without BOS keeps the text's token
     const std::span<const float> logits = model(chunk);
     QF_REQUIRE(logits.size() == std::size_t(ctx) * std::size_t(vocab),
                "perplexity: the model returned ", logits.size(), " logits for ", ctx, " tokens");

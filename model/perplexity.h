@@ -37,7 +37,8 @@ struct PerplexityResult {
   double top1_agreement = 0;  // fraction of scored tokens
 };
 
-// Evaluates `tokens` (BOS first) in chunks of `ctx`; `reference` may be empty. The text
+// Evaluates `tokens` in chunks of `ctx`, each chunk starting with `bos` (-1: the text's own
+// token, for vocabularies without BOS); `reference` may be empty. The text
 // must hold at least one whole chunk. `progress(done, total)` is called after each chunk.
 PerplexityResult evaluate_perplexity(std::span<const int> tokens, int ctx, int vocab, int bos,
                                      const ChunkLogits& model, const ChunkLogits& reference = {},

@@ -6,7 +6,7 @@
 #include "model/byte_cursor.h"
 #include "model/gguf_reader.h"
 #include "model/mapped_file.h"
-#include "model/tokenizer.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace qforge {
 
@@ -67,14 +67,22 @@ Tokenizer Tokenizer::from_llama2c_file(const std::string& path, int expected_voc
 
 Tokenizer Tokenizer::from_gguf(const GgufReader& gguf) {
   const std::string& path = gguf.path();
-  if (const auto model = gguf.find_string("tokenizer.ggml.model"); model && *model != "llama")
-    fail(path, ": metadata 'tokenizer.ggml.model' is \"", *model,
-         "\"; only the SentencePiece tokenizer \"llama\" is supported");
-
   TokenizerVocabulary vocabulary;
+  const std::string model = gguf.find_string("tokenizer.ggml.model").value_or("llama");
+  if (model == "gpt2") {
+    vocabulary.model = TokenizerModel::ByteLevelBpe;
+  } else if (model != "llama") {
+    fail(path, ": metadata 'tokenizer.ggml.model' is \"", model,
+         "\"; qforge reads \"llama\" (SentencePiece) and \"gpt2\" (byte-level BPE)");
+  }
+  const bool bpe = vocabulary.model == TokenizerModel::ByteLevelBpe;
+
   vocabulary.pieces = gguf.get_string_array("tokenizer.ggml.tokens");
   const std::size_t n = vocabulary.pieces.size();
-  for (std::string& piece : vocabulary.pieces) piece = spaces_from_sentencepiece(std::move(piece));
+  if (!bpe) {
+    for (std::string& piece : vocabulary.pieces)
+      piece = spaces_from_sentencepiece(std::move(piece));
+  }
 
   if (gguf.has("tokenizer.ggml.scores")) {
     vocabulary.scores = gguf.get_f32_array("tokenizer.ggml.scores");
@@ -114,7 +122,25 @@ Tokenizer Tokenizer::from_gguf(const GgufReader& gguf) {
   vocabulary.bos_id = special_id("tokenizer.ggml.bos_token_id", 1);
   vocabulary.eos_id = special_id("tokenizer.ggml.eos_token_id", 2);
   vocabulary.unknown_id = special_id("tokenizer.ggml.unknown_token_id", 0);
-  vocabulary.add_space_prefix = gguf.find_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  vocabulary.end_of_turn_id = special_id("tokenizer.ggml.eot_token_id", -1);
+  vocabulary.add_space_prefix = gguf.find_bool("tokenizer.ggml.add_space_prefix").value_or(!bpe);
+
+  if (bpe) {
+    if (!gguf.has("tokenizer.ggml.merges"))
+      fail(path, ": metadata 'tokenizer.ggml.merges' is missing; a \"gpt2\" tokenizer needs it");
+    vocabulary.merges = gguf.get_string_array("tokenizer.ggml.merges");
+    const std::string pre = gguf.find_string("tokenizer.ggml.pre").value_or("default");
+    const std::optional<PreTokenizer> known = pretokenizer_named(pre);
+    if (!known)
+      fail(path, ": metadata 'tokenizer.ggml.pre' is \"", pre,
+           "\", a pre-tokenizer qforge does not know (it knows ", known_pretokenizers(), ")");
+    vocabulary.pre = *known;
+    // As llama.cpp: Llama 3 files prepend BOS and look whole words up before merging.
+    vocabulary.ignore_merges = *known == PreTokenizer::Llama3;
+  }
+  vocabulary.add_bos = gguf.find_bool("tokenizer.ggml.add_bos_token")
+                           .value_or(!bpe || vocabulary.pre == PreTokenizer::Llama3);
+  vocabulary.add_eos = gguf.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
   return Tokenizer(std::move(vocabulary), path);
 }
 
