@@ -36,18 +36,30 @@ int gguf_size(const GgufReader& gguf, std::string_view key) {
 
 }  // namespace
 
-const LlamaConfigFieldNames kGgufLlamaFields = {
-    "llama.embedding_length",
-    "llama.feed_forward_length",
-    "llama.block_count",
-    "llama.attention.head_count",
-    "llama.attention.head_count_kv",
-    "llama.vocab_size / tokenizer.ggml.tokens length",
-    "llama.context_length",
-    "llama.attention.layer_norm_rms_epsilon",
-    "llama.rope.freq_base",
-    "llama.rope.dimension_count",
-};
+#define QF_GGUF_FIELDS(arch)                                                       \
+  {                                                                                \
+    arch ".embedding_length", arch ".feed_forward_length", arch ".block_count",    \
+        arch ".attention.head_count", arch ".attention.head_count_kv",             \
+        arch ".vocab_size / tokenizer.ggml.tokens length", arch ".context_length", \
+        arch ".attention.layer_norm_rms_epsilon", arch ".rope.freq_base",          \
+        arch ".rope.dimension_count",                                              \
+  }
+const LlamaConfigFieldNames kGgufLlamaFields = QF_GGUF_FIELDS("llama");
+namespace {
+const LlamaConfigFieldNames kGgufMistralFields = QF_GGUF_FIELDS("mistral");
+const LlamaConfigFieldNames kGgufQwen2Fields = QF_GGUF_FIELDS("qwen2");
+}  // namespace
+#undef QF_GGUF_FIELDS
+
+const LlamaConfigFieldNames& gguf_field_names(std::string_view architecture) {
+  if (architecture == "mistral") return kGgufMistralFields;
+  if (architecture == "qwen2") return kGgufQwen2Fields;
+  return kGgufLlamaFields;
+}
+
+std::string_view supported_architectures() {
+  return "llama, mistral and qwen2";
+}
 
 const LlamaConfigFieldNames kLlama2cFields = {
     "header dim",        "header hidden_dim", "header n_layers", "header n_heads",
@@ -96,24 +108,27 @@ void validate_llama_config(const LlamaConfig& c, std::string_view source,
 
 LlamaConfig llama_config_from_gguf(const GgufReader& gguf) {
   const std::string& architecture = gguf.get_string("general.architecture");
-  if (architecture != "llama")
-    fail(gguf.path(), ": general.architecture is \"", architecture,
-         "\"; only \"llama\" is supported");
+  if (architecture != "llama" && architecture != "mistral" && architecture != "qwen2")
+    fail(gguf.path(), ": metadata 'general.architecture' is \"", architecture, "\"; qforge runs ",
+         supported_architectures());
+  const std::string a = architecture + ".";
+  const auto key = [&](std::string_view name) { return a + std::string(name); };
 
   LlamaConfig config;
-  config.dim = gguf_size(gguf, "llama.embedding_length");
-  config.hidden_dim = gguf_size(gguf, "llama.feed_forward_length");
-  config.n_layers = gguf_size(gguf, "llama.block_count");
-  config.n_heads = gguf_size(gguf, "llama.attention.head_count");
-  config.n_kv_heads = gguf.has("llama.attention.head_count_kv")
-                          ? gguf_size(gguf, "llama.attention.head_count_kv")
+  config.architecture = architecture;
+  config.dim = gguf_size(gguf, key("embedding_length"));
+  config.hidden_dim = gguf_size(gguf, key("feed_forward_length"));
+  config.n_layers = gguf_size(gguf, key("block_count"));
+  config.n_heads = gguf_size(gguf, key("attention.head_count"));
+  config.n_kv_heads = gguf.has(key("attention.head_count_kv"))
+                          ? gguf_size(gguf, key("attention.head_count_kv"))
                           : config.n_heads;
-  config.seq_len = gguf_size(gguf, "llama.context_length");
-  config.rms_eps = gguf.get_f32("llama.attention.layer_norm_rms_epsilon");
-  config.rope_theta = gguf.find_f32("llama.rope.freq_base").value_or(10000.0f);
+  config.seq_len = gguf_size(gguf, key("context_length"));
+  config.rms_eps = gguf.get_f32(key("attention.layer_norm_rms_epsilon"));
+  config.rope_theta = gguf.find_f32(key("rope.freq_base")).value_or(10000.0f);
 
-  if (gguf.has("llama.vocab_size")) {
-    config.vocab_size = gguf_size(gguf, "llama.vocab_size");
+  if (gguf.has(key("vocab_size"))) {
+    config.vocab_size = gguf_size(gguf, key("vocab_size"));
   } else if (gguf.has("tokenizer.ggml.tokens")) {
     config.vocab_size = static_cast<int>(std::min<std::size_t>(
         gguf.get_array_size("tokenizer.ggml.tokens"), static_cast<std::size_t>(kMaxVocab) + 1));
@@ -122,19 +137,40 @@ LlamaConfig llama_config_from_gguf(const GgufReader& gguf) {
         gguf.tensor("token_embd.weight").rows(), static_cast<std::uint64_t>(kMaxVocab) + 1));
   }
   config.tied_embedding = gguf.find_tensor("output.weight") == nullptr;
+  config.qkv_bias = gguf.find_tensor("blk.0.attn_q.bias") != nullptr;
 
   if (config.n_heads > 0) config.head_dim = config.dim / config.n_heads;
-  if (gguf.has("llama.attention.key_length")) {
-    const int key_length = gguf_size(gguf, "llama.attention.key_length");
+  if (gguf.has(key("attention.key_length"))) {
+    const int key_length = gguf_size(gguf, key("attention.key_length"));
     if (key_length != config.head_dim)
-      fail(gguf.path(), ": metadata 'llama.attention.key_length' is ", key_length,
-           ", but qforge needs it to equal llama.embedding_length / llama.attention.head_count = ",
-           config.head_dim);
+      fail(gguf.path(), ": metadata '", key("attention.key_length"), "' is ", key_length,
+           ", but qforge needs it to equal ", key("embedding_length"), " / ",
+           key("attention.head_count"), " = ", config.head_dim);
   }
-  config.rope_dim = gguf.has("llama.rope.dimension_count")
-                        ? gguf_size(gguf, "llama.rope.dimension_count")
+  config.rope_dim = gguf.has(key("rope.dimension_count"))
+                        ? gguf_size(gguf, key("rope.dimension_count"))
                         : config.head_dim;
-  validate_llama_config(config, gguf.path(), kGgufLlamaFields);
+  config.rope_style = architecture == "qwen2" ? RopeStyle::SplitHalves : RopeStyle::AdjacentPairs;
+
+  // RoPE scaling: linear position interpolation; YaRN and the others are not run.
+  const std::string scaling = gguf.find_string(key("rope.scaling.type")).value_or("none");
+  if (scaling == "linear") {
+    const float factor = gguf.get_f32(key("rope.scaling.factor"));
+    if (!(std::isfinite(factor) && factor > 0.0f))
+      fail(gguf.path(), ": metadata '", key("rope.scaling.factor"), "' is ", factor,
+           ", expected a positive number");
+    config.rope_freq_scale = 1.0f / factor;
+  } else if (scaling != "none") {
+    fail(gguf.path(), ": metadata '", key("rope.scaling.type"), "' is \"", scaling,
+         "\"; qforge runs \"none\" and \"linear\" RoPE scaling");
+  }
+  if (const auto legacy = gguf.find_f32(key("rope.scale_linear"))) {
+    if (!(std::isfinite(*legacy) && *legacy > 0.0f))
+      fail(gguf.path(), ": metadata '", key("rope.scale_linear"), "' is ", *legacy,
+           ", expected a positive number");
+    config.rope_freq_scale = 1.0f / *legacy;
+  }
+  validate_llama_config(config, gguf.path(), gguf_field_names(architecture));
   return config;
 }
 

@@ -10,29 +10,37 @@
 namespace qforge {
 namespace {
 
-// The rotation of position `pos` for the pairs (2i, 2i+1) of a head, 2i < rope_dim:
-//   freq = theta^(-(2i) / rope_dim),  angle = pos * freq,  out[2i] = cos, out[2i + 1] = sin
-// (computed once per position and used by every head of every layer).
+// The rotation of position `pos` for each pair p < rope_dim / 2 of a head:
+//   freq = theta^(-2p / rope_dim) / factor[p],  angle = pos * freq_scale * freq,
+//   out[2p] = cos, out[2p + 1] = sin
+// (factor: rope_freqs.weight, or 1; freq_scale: linear RoPE scaling, or 1; computed once per
+// position and used by every head of every layer).
 void rope_rotation(float* out, int pos, const LlamaConfig& c) {
   for (int i = 0; i < c.rope_dim; i += 2) {
-    const float freq =
+    float freq =
         1.0f / std::pow(c.rope_theta, static_cast<float>(i) / static_cast<float>(c.rope_dim));
-    const float angle = static_cast<float>(pos) * freq;
+    if (!c.rope_freq_factors.empty()) freq /= c.rope_freq_factors[static_cast<std::size_t>(i / 2)];
+    const float angle = static_cast<float>(pos) * c.rope_freq_scale * freq;
     out[i] = std::cos(angle);
     out[i + 1] = std::sin(angle);
   }
 }
 
-// Rotates the pairs (2i, 2i+1) of every head of `vec` (width columns):
+// Rotates pair p of every head of `vec` (width columns) by rotation p:
 //   (v0, v1) -> (v0 cos - v1 sin, v0 sin + v1 cos)
-// for 2i < rope_dim within each head; with rope_dim = head_dim this is run.c's loop.
+// where (v0, v1) is (2p, 2p+1) with adjacent pairs (run.c's loop when rope_dim = head_dim)
+// and (p, p + rope_dim / 2) with split halves; dimensions past rope_dim stay as they are.
 void rope(float* vec, int width, const float* rotation, const LlamaConfig& c) {
+  const bool halves = c.rope_style == RopeStyle::SplitHalves;
+  const int half = c.rope_dim / 2;
   for (int head = 0; head < width; head += c.head_dim)
-    for (int i = 0; i < c.rope_dim; i += 2) {
-      const float fcr = rotation[i], fci = rotation[i + 1];
-      const float v0 = vec[head + i], v1 = vec[head + i + 1];
-      vec[head + i] = v0 * fcr - v1 * fci;
-      vec[head + i + 1] = v0 * fci + v1 * fcr;
+    for (int p = 0; p < half; ++p) {
+      const float fcr = rotation[2 * p], fci = rotation[2 * p + 1];
+      float* a = vec + head + (halves ? p : 2 * p);
+      float* b = halves ? a + half : a + 1;
+      const float v0 = *a, v1 = *b;
+      *a = v0 * fcr - v1 * fci;
+      *b = v0 * fci + v1 * fcr;
     }
 }
 
@@ -150,6 +158,9 @@ void LlamaExecutor::block(int l, int rows, int start) {
   for (int r = 0; r < rows; ++r) {
     float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
     float* k = q + dim;
+    if (!layer.qkv_bias.empty()) {
+      for (int i = 0; i < qkv_columns_; ++i) q[i] += layer.qkv_bias[static_cast<std::size_t>(i)];
+    }
     const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
     rope(q, dim, rotation, c);
     rope(k, c.kv_dim(), rotation, c);

@@ -510,7 +510,8 @@ std::unique_ptr<LinearLayer>& LlamaWeights::linear_slot(std::string_view name) {
 std::uint64_t LlamaWeights::weight_bytes() const {
   std::uint64_t bytes = embedding.bytes() + output_norm.size() * sizeof(float);
   for (const LayerWeights& layer : layers) {
-    bytes += (layer.attn_norm.size() + layer.ffn_norm.size()) * sizeof(float);
+    bytes +=
+        (layer.attn_norm.size() + layer.ffn_norm.size() + layer.qkv_bias.size()) * sizeof(float);
     for (const auto* linear : {&layer.wqkv, &layer.wo, &layer.gate_up, &layer.down})
       bytes += (*linear)->weight_bytes();
   }
@@ -593,6 +594,12 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
     LayerWeights layer;
     layer.attn_norm = to_f32(*tensor("attn_norm"));
     layer.ffn_norm = to_f32(*tensor("ffn_norm"));
+    if (c.qkv_bias) {
+      for (const char* role : {"attn_q", "attn_k", "attn_v"}) {
+        const std::vector<float> bias = to_f32(model.tensor(layer_bias_name(l, role)));
+        layer.qkv_bias.insert(layer.qkv_bias.end(), bias.begin(), bias.end());
+      }
+    }
     layer.wqkv = build.linear({tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
                               LinearFusion::plain, p.qkv);
     layer.wo = build.linear({tensor("attn_output")}, LinearFusion::residual, p.wo);

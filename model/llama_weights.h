@@ -66,6 +66,7 @@ std::string to_string(const Precision& precision);
 struct LayerWeights {
   std::vector<float> attn_norm;  // dim
   std::vector<float> ffn_norm;   // dim
+  std::vector<float> qkv_bias;   // [ q (dim) | k (kv_dim) | v (kv_dim) ], or empty
   std::unique_ptr<LinearLayer> wqkv, wo, gate_up, down;
 };
 

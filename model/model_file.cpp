@@ -57,6 +57,11 @@ std::vector<ExpectedShape> expected_shapes(const LlamaConfig& c) {
     shapes.push_back({layer_tensor_name(layer, "attn_q"), c.dim, c.dim});
     shapes.push_back({layer_tensor_name(layer, "attn_k"), c.kv_dim(), c.dim});
     shapes.push_back({layer_tensor_name(layer, "attn_v"), c.kv_dim(), c.dim});
+    if (c.qkv_bias) {
+      shapes.push_back({layer_bias_name(layer, "attn_q"), 1, c.dim});
+      shapes.push_back({layer_bias_name(layer, "attn_k"), 1, c.kv_dim()});
+      shapes.push_back({layer_bias_name(layer, "attn_v"), 1, c.kv_dim()});
+    }
     shapes.push_back({layer_tensor_name(layer, "attn_output"), c.dim, c.dim});
     shapes.push_back({layer_tensor_name(layer, "ffn_norm"), 1, c.dim});
     shapes.push_back({layer_tensor_name(layer, "ffn_gate"), c.hidden_dim, c.dim});
@@ -82,6 +87,10 @@ bool starts_with_gguf_magic(const std::string& path) {
 
 std::string layer_tensor_name(int layer, std::string_view role) {
   return "blk." + std::to_string(layer) + "." + std::string(role) + ".weight";
+}
+
+std::string layer_bias_name(int layer, std::string_view role) {
+  return "blk." + std::to_string(layer) + "." + std::string(role) + ".bias";
 }
 
 std::span<const std::byte> TensorView::row(std::int64_t index) const {
@@ -157,8 +166,25 @@ ModelFile ModelFile::from_gguf(std::string path) {
     model.add(std::move(view));
   }
   model.check_shapes();
+  model.read_rope_freq_factors();
   model.read_activation_scales();
   return model;
+}
+
+void ModelFile::read_rope_freq_factors() {
+  const TensorView* factors = find_tensor("rope_freqs.weight");
+  if (factors == nullptr) return;
+  const int pairs = config_.rope_dim / 2;
+  QF_REQUIRE(factors->type == GgmlType::F32 && factors->rows == 1 && factors->columns == pairs,
+             path_, ": tensor 'rope_freqs.weight' is ", ggml_type_name(factors->type), " ",
+             factors->shape_string(), ", expected F32 [1][", pairs, "] (rope dimensions / 2)");
+  config_.rope_freq_factors.resize(static_cast<std::size_t>(pairs));
+  factors->row_to_f32(0, config_.rope_freq_factors);
+  for (int p = 0; p < pairs; ++p) {
+    const float f = config_.rope_freq_factors[static_cast<std::size_t>(p)];
+    QF_REQUIRE(std::isfinite(f) && f > 0.0f, path_, ": tensor 'rope_freqs.weight' [", p, "] is ", f,
+               ", expected a positive frequency factor");
+  }
 }
 
 void ModelFile::read_activation_scales() {
@@ -207,7 +233,8 @@ void ModelFile::check_shapes() const {
   if (embedding && embedding->columns == config_.dim && embedding->rows != config_.vocab_size)
     fail(path_, ": tensor 'token_embd.weight' has ", embedding->rows,
          " rows, but the vocabulary has ", config_.vocab_size, " tokens (",
-         format_ == ModelFormat::Gguf ? kGgufLlamaFields.vocab_size : kLlama2cFields.vocab_size,
+         format_ == ModelFormat::Gguf ? gguf_field_names(config_.architecture).vocab_size
+                                      : kLlama2cFields.vocab_size,
          ")");
   for (const ExpectedShape& expected : expected_shapes(config_)) {
     const TensorView* actual = find_tensor(expected.name);

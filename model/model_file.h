@@ -70,6 +70,8 @@ enum class ModelFormat { Gguf, Llama2c };
 
 // "blk.3.attn_q.weight" for (3, "attn_q").
 std::string layer_tensor_name(int layer, std::string_view role);
+// "blk.3.attn_q.bias" for (3, "attn_q").
+std::string layer_bias_name(int layer, std::string_view role);
 
 // A GGUF file's static activation scales (quantize -o with --act static): one Float32
 // metadata value per layer, "qforge.activation_scale.blk.3.attn_qkv" = 0.0123; read on
@@ -129,6 +131,8 @@ class ModelFile {
   ModelFile() = default;
   void add(TensorView view);
   void check_shapes() const;
+  // rope_freqs.weight (F32, rope_dim / 2 positive factors) into config_.rope_freq_factors.
+  void read_rope_freq_factors();
   void read_activation_scales();
 
   ModelFormat format_ = ModelFormat::Gguf;

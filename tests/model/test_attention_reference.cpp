@@ -45,22 +45,43 @@ Vector rmsnorm(const Vector& x, const std::vector<float>& weight, double eps) {
   return y;
 }
 
-// Adjacent pairs (2i, 2i+1) of each head, freq = theta^(-2i / head_dim).
-void rope(Vector& v, int head_dim, int pos, double theta) {
+// How a model rotates: the first `dims` dimensions of each head (0: all), in adjacent
+// pairs (2p, 2p+1) or split halves (p, p + dims/2), pair p turning by
+// pos * scale * theta^(-2p / dims) / factors[p].
+struct Rotary {
+  int dims = 0;
+  bool halves = false;
+  double scale = 1.0;
+  std::vector<float> factors;
+};
+
+void rope(Vector& v, int head_dim, int pos, double theta, const Rotary& r = {}) {
+  const int dims = r.dims > 0 ? r.dims : head_dim;
   for (std::size_t h = 0; h < v.size(); h += std::size_t(head_dim))
-    for (int i = 0; i < head_dim; i += 2) {
-      const double angle = pos * std::pow(theta, -double(i) / head_dim);
-      const double a = v[h + i], b = v[h + i + 1];
-      v[h + i] = a * std::cos(angle) - b * std::sin(angle);
-      v[h + i + 1] = a * std::sin(angle) + b * std::cos(angle);
+    for (int p = 0; p < dims / 2; ++p) {
+      double angle = pos * r.scale * std::pow(theta, -2.0 * p / dims);
+      if (!r.factors.empty()) angle /= r.factors[std::size_t(p)];
+      const std::size_t i = h + std::size_t(r.halves ? p : 2 * p);
+      const std::size_t j = r.halves ? i + std::size_t(dims / 2) : i + 1;
+      const double a = v[i], b = v[j];
+      v[i] = a * std::cos(angle) - b * std::sin(angle);
+      v[j] = a * std::sin(angle) + b * std::cos(angle);
     }
+}
+
+// v += bias when the model has one.
+void add_bias(Vector& v, const Weights& w, const std::string& name) {
+  const auto it = w.find(name);
+  if (it == w.end()) return;
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] += double(it->second[i]);
 }
 
 // Logits of every position of `tokens`, each position seeing positions 0..itself.
 // `round_row` rounds each cached kv head's row (head_dim values) as the cache stores it.
 std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
                                      const std::vector<int>& tokens,
-                                     void (*round_row)(double*, int) = nullptr) {
+                                     void (*round_row)(double*, int) = nullptr,
+                                     const Rotary& rotary = {}) {
   const int head_dim = m.dim / m.n_heads, group = m.n_heads / m.n_kv_heads;
   const std::size_t dim = std::size_t(m.dim), kv_dim = std::size_t(head_dim * m.n_kv_heads);
   auto t = [&](int l, const char* role) -> const std::vector<float>& {
@@ -75,9 +96,12 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
     for (int l = 0; l < m.n_layers; ++l) {
       const Vector xn = rmsnorm(x, t(l, "attn_norm"), 1e-6);
       Vector q = matvec(t(l, "attn_q"), xn, dim), k = matvec(t(l, "attn_k"), xn, kv_dim);
-      rope(q, head_dim, int(pos), 500000.0);
-      rope(k, head_dim, int(pos), 500000.0);
       Vector v = matvec(t(l, "attn_v"), xn, kv_dim);
+      add_bias(q, w, layer_bias_name(l, "attn_q"));
+      add_bias(k, w, layer_bias_name(l, "attn_k"));
+      add_bias(v, w, layer_bias_name(l, "attn_v"));
+      rope(q, head_dim, int(pos), 500000.0, rotary);
+      rope(k, head_dim, int(pos), 500000.0, rotary);
       if (round_row != nullptr)
         for (std::size_t h = 0; h < kv_dim; h += std::size_t(head_dim)) {
           round_row(k.data() + h, head_dim);
@@ -168,6 +192,69 @@ TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
         for (int i = 0; i < spec.vocab; ++i)
           ASSERT_NEAR(got[p][i], want[p][i], 1e-3 * largest) << "position " << p << " token " << i;
       }
+    }
+  }
+  std::filesystem::remove(path);
+}
+
+// The architectures' variations against the same float64 forward: qwen2 (Q/K/V biases,
+// RoPE on split halves), partial rotary dimensions in both layouts, Llama 3.1's frequency
+// factors (rope_freqs.weight) with linear RoPE scaling, and a mistral file.
+TEST(AttentionReference, ArchitectureVariantsMatchFloat64) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("qforge_attention_arch_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  constexpr int kPrompt = 23, kPositions = 40;
+  std::vector<float> factors(64);
+  for (std::size_t p = 0; p < factors.size(); ++p) factors[p] = 1.0f + 0.25f * float(p % 9);
+  struct Case {
+    std::string name, architecture;
+    bool bias;
+    int rope_dims;  // 0: the whole head
+    bool halves;
+    float linear_factor;  // 0: no scaling key
+    bool freq_factors;
+  };
+  const std::vector<Case> cases = {
+      {"qwen2", "qwen2", true, 0, true, 0, false},
+      {"qwen2 partial rotary", "qwen2", true, 64, true, 0, false},
+      {"llama partial rotary", "llama", false, 64, false, 0, false},
+      {"llama 3.1 frequency factors, linear x4", "llama", false, 0, false, 4.0f, true},
+      {"mistral", "mistral", false, 0, false, 0, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    test::TinyLlama spec = attention_model(2, kPositions);
+    spec.architecture = c.architecture;
+    spec.qkv_bias = c.bias;
+    const int dims = c.rope_dims > 0 ? c.rope_dims : 128;
+    if (c.freq_factors) spec.rope_freqs.assign(factors.begin(), factors.begin() + dims / 2);
+    spec.edit_metadata = [&](GgufWriter& w) {
+      if (c.rope_dims > 0)
+        w.add(c.architecture + ".rope.dimension_count",
+              GgufValue::u32(static_cast<std::uint32_t>(c.rope_dims)));
+      if (c.linear_factor > 0) {
+        w.add(c.architecture + ".rope.scaling.type", GgufValue::string("linear"));
+        w.add(c.architecture + ".rope.scaling.factor", GgufValue::f32(c.linear_factor));
+      }
+    };
+    const Weights weights = test::write_tiny_llama(path, spec);
+    Rotary rotary{c.rope_dims, c.halves, c.linear_factor > 0 ? 1.0 / c.linear_factor : 1.0,
+                  spec.rope_freqs};
+    std::vector<int> tokens(kPositions);
+    for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 11 + 5) % spec.vocab;
+    const std::vector<Vector> want = reference_logits(weights, spec, tokens, nullptr, rotary);
+    LoadedModel model = load_model(path, parse_precision("f32"));
+    EXPECT_EQ(model.weights.config.qkv_bias, c.bias);
+    ThreadPool pool(2);
+    LlamaExecutor executor(model.weights, pool);
+    const std::vector<std::vector<float>> got =
+        prompt_then_decode(executor, tokens, kPrompt, spec.vocab);
+    for (int p = 0; p < kPositions; ++p) {
+      double largest = 0;
+      for (double v : want[p]) largest = std::max(largest, std::fabs(v));
+      for (int i = 0; i < spec.vocab; ++i)
+        ASSERT_NEAR(got[p][i], want[p][i], 1e-3 * largest) << "position " << p << " token " << i;
     }
   }
   std::filesystem::remove(path);

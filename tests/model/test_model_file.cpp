@@ -238,6 +238,56 @@ TEST(TinyLlama, OtherArchitecturesAreRejected) {
   expect_error([&] { open_model(path); }, {"gpt2.gguf", "general.architecture", "\"gpt2\""});
 }
 
+TEST(TinyLlama, UnsupportedRopeSettingsNameTheKeyOrTensor) {
+  test::ScratchDir dir;
+  {
+    const std::string path = dir.file("yarn.gguf");
+    test::TinyLlama spec;
+    spec.architecture = "qwen2";
+    spec.edit_metadata = [](GgufWriter& w) {
+      w.add("qwen2.rope.scaling.type", GgufValue::string("yarn"));
+    };
+    test::write_tiny_llama(path, spec);
+    expect_error([&] { open_model(path); }, {"yarn.gguf", "'qwen2.rope.scaling.type'", "yarn"});
+  }
+  {
+    const std::string path = dir.file("factor.gguf");
+    test::TinyLlama spec;
+    spec.edit_metadata = [](GgufWriter& w) {
+      w.add("llama.rope.scaling.type", GgufValue::string("linear"));
+      w.add("llama.rope.scaling.factor", GgufValue::f32(-2.0f));
+    };
+    test::write_tiny_llama(path, spec);
+    expect_error([&] { open_model(path); }, {"factor.gguf", "'llama.rope.scaling.factor'", "-2"});
+  }
+  {
+    const std::string path = dir.file("freqs.gguf");
+    test::TinyLlama spec;  // head_dim 8: four pairs, not three
+    spec.rope_freqs = {1.0f, 2.0f, 4.0f};
+    test::write_tiny_llama(path, spec);
+    expect_error([&] { open_model(path); }, {"freqs.gguf", "'rope_freqs.weight'", "[1][4]"});
+  }
+  {
+    const std::string path = dir.file("freq_zero.gguf");
+    test::TinyLlama spec;
+    spec.rope_freqs = {1.0f, 0.0f, 4.0f, 8.0f};
+    test::write_tiny_llama(path, spec);
+    expect_error([&] { open_model(path); }, {"freq_zero.gguf", "'rope_freqs.weight' [1]"});
+  }
+  {
+    const std::string path = dir.file("bias_shape.gguf");
+    test::TinyLlama spec;
+    spec.architecture = "qwen2";
+    spec.qkv_bias = true;
+    spec.edit_tensor = [](const std::string& name, std::int64_t&, std::int64_t& columns) {
+      if (name == "blk.1.attn_k.bias") columns = 7;
+      return true;
+    };
+    test::write_tiny_llama(path, spec);
+    expect_error([&] { open_model(path); }, {"bias_shape.gguf", "'blk.1.attn_k.bias'", "[1][7]"});
+  }
+}
+
 TEST(TinyLlama, ConfigErrorsNameTheKey) {
   struct Case {
     const char* key;

@@ -18,7 +18,9 @@ struct TinyLlama {
   GgmlType matrix_type = GgmlType::F32;
   std::string architecture = "llama";
   bool with_output = true;
-  int token_count = -1;  // tokenizer.ggml.tokens length; -1: vocab
+  int token_count = -1;           // tokenizer.ggml.tokens length; -1: vocab
+  bool qkv_bias = false;          // blk.N.attn_{q,k,v}.bias (as qwen2 files have)
+  std::vector<float> rope_freqs;  // written as rope_freqs.weight when not empty
   // Called with each tensor's name and (rows, columns); may change them or return false to
   // leave the tensor out.
   std::function<bool(const std::string&, std::int64_t&, std::int64_t&)> edit_tensor;
@@ -64,6 +66,11 @@ inline std::map<std::string, std::vector<float>> write_tiny_llama(const std::str
     specs.push_back({layer_tensor_name(l, "attn_q"), m.dim, m.dim, true});
     specs.push_back({layer_tensor_name(l, "attn_k"), kv_dim, m.dim, true});
     specs.push_back({layer_tensor_name(l, "attn_v"), kv_dim, m.dim, true});
+    if (m.qkv_bias) {
+      specs.push_back({layer_bias_name(l, "attn_q"), 1, m.dim, false});
+      specs.push_back({layer_bias_name(l, "attn_k"), 1, kv_dim, false});
+      specs.push_back({layer_bias_name(l, "attn_v"), 1, kv_dim, false});
+    }
     specs.push_back({layer_tensor_name(l, "attn_output"), m.dim, m.dim, true});
     specs.push_back({layer_tensor_name(l, "ffn_norm"), 1, m.dim, false});
     specs.push_back({layer_tensor_name(l, "ffn_gate"), m.hidden_dim, m.dim, true});
@@ -85,6 +92,11 @@ inline std::map<std::string, std::vector<float>> write_tiny_llama(const std::str
     writer.add_tensor_from_f32(spec.name, spec.matrix ? m.matrix_type : GgmlType::F32, dims,
                                values);
     weights[spec.name] = std::move(values);
+  }
+  if (!m.rope_freqs.empty()) {
+    writer.add_tensor_from_f32("rope_freqs.weight", GgmlType::F32, {m.rope_freqs.size()},
+                               m.rope_freqs);
+    weights["rope_freqs.weight"] = m.rope_freqs;
   }
   writer.write(path);
   return weights;
