@@ -1,8 +1,10 @@
-// qforge run -m MODEL [-p PROMPT] [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
+// qforge run -m MODEL [-p PROMPT] [-n N] [--chat [--system TEXT] [--chat-template NAME]]
+//            [--temp T] [--top-k K] [--top-p P] [--seed S]
 //            [--quant Q] [--lm-head int8|f32|bf16] [-t N] [--max-isa ISA] [--amx MODE]
 //            [--tokenizer FILE] [--tuning FILE | --no-tuning]
 // Loads the model (quantize, pack and JIT every kernel up front), prefills the prompt as
-// one batch and streams the generated text to stdout; the stats go to stderr.
+// one batch and streams the generated text to stdout; the stats go to stderr. With --chat
+// the prompt is one user message in the model's chat format, and the reply is printed.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -12,9 +14,12 @@
 #include <string>
 #include <string_view>
 
+#include "cli/chat_options.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/sampling_options.h"
 #include "jit/cpu/isa.h"
+#include "model/chat_session.h"
 #include "model/generation.h"
 #include "model/model_session.h"
 
@@ -25,10 +30,9 @@ struct Options {
   ModelOptions model;
   std::string prompt;
   int steps = 256;
-  float temperature = 1.f;
-  int top_k = 0;
-  float top_p = 0.9f;
-  long long seed = -1;
+  SamplingFlags sampling;
+  bool chat = false;
+  ChatFlags chat_flags;
 };
 
 double peak_rss_mib() {
@@ -40,21 +44,22 @@ double peak_rss_mib() {
 void run(const Options& o) {
   const AppliedModelOptions applied = apply_model_options(o.model);
   const Precision precision = model_precision(o.model);
-  SamplerOptions sampling;
-  sampling.temperature = o.temperature;
-  sampling.top_k = o.top_k;
-  sampling.top_p = o.top_p;
-  sampling.seed =
-      o.seed >= 0
-          ? static_cast<std::uint64_t>(o.seed)
-          : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  Sampler sampler(sampling);
+  Sampler sampler = make_sampler(o.sampling);
 
   // The cache holds the prompt and what follows it, up to the model's context: the
   // prompt's length is known once the tokenizer is, so the session is sized after load.
   auto session = open_model_session(o.model, precision, applied.threads, 1);
   const LoadedModel& model = session->model;
-  const auto prompt_tokens = static_cast<long long>(model.tokenizer.encode_prompt(o.prompt).size());
+  std::optional<ChatFormat> format;
+  std::vector<ChatMessage> history;
+  if (o.chat) {
+    format = chosen_chat_format(o.chat_flags, model);
+    if (!o.chat_flags.system.empty()) history.push_back({"system", o.chat_flags.system});
+  }
+  std::vector<ChatMessage> conversation = history;
+  conversation.push_back({"user", o.prompt});
+  const std::string text = format ? render_chat(*format, conversation, true) : o.prompt;
+  const auto prompt_tokens = static_cast<long long>(model.tokenizer.encode_prompt(text).size());
   const auto positions = std::min<long long>(model.weights.config.seq_len, prompt_tokens + o.steps);
   session->executor = std::make_unique<LlamaExecutor>(session->model.weights, *session->pool,
                                                       static_cast<int>(std::max(1LL, positions)));
@@ -66,21 +71,28 @@ void run(const Options& o) {
                "%d threads\n"
                "load %.1f ms, pack %.1f ms, JIT %.1f ms (%zu kernels), weights %.1f MiB, "
                "KV cache %.1f MiB; %s\n"
-               "policy: %s\n",
+               "policy: %s%s\n",
                o.model.model.c_str(), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size,
                to_string(precision).c_str(), std::string(isa_name(best_isa())).c_str(),
                applied.threads, model.load_seconds * 1e3, model.pack_seconds * 1e3,
                model.jit_seconds * 1e3, model.kernels,
                static_cast<double>(model.weights.weight_bytes()) / (1 << 20),
                static_cast<double>(executor.cache().bytes()) / (1 << 20),
-               tuning_summary(applied.tuning, keys).c_str(), policy_summary(model.weights).c_str());
+               tuning_summary(applied.tuning, keys).c_str(), policy_summary(model.weights).c_str(),
+               format ? ("\nchat format: " + std::string(chat_format_name(*format))).c_str() : "");
 
-  const GenerationStats stats =
-      generate(executor, model.tokenizer, sampler, o.prompt, o.steps, [](std::string_view text) {
-        if (text.empty()) return;  // a byte piece still being completed; data() may be null
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-      });
+  const auto print = [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  GenerationStats stats;
+  if (format) {
+    ChatSession chat(executor, model.tokenizer, sampler, *format);
+    for (ChatMessage& m : history) chat.add(std::move(m));
+    stats = chat.reply(o.prompt, std::max(1, o.steps), print);
+  } else {
+    stats = generate(executor, model.tokenizer, sampler, o.prompt, o.steps, print);
+  }
   std::printf("\n");
   std::fflush(stdout);
   std::fprintf(stderr,
@@ -99,10 +111,10 @@ void register_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", options->prompt, "Prompt text (\"\": start from BOS only)");
   cmd->add_option("-n,--n-predict", options->steps, "Tokens to generate (default 256)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temp", options->temperature, "Sampling temperature; 0 = greedy (default 1)");
-  cmd->add_option("--top-k", options->top_k, "Keep the K most probable tokens; 0 = off (default)");
-  cmd->add_option("--top-p", options->top_p, "Nucleus sampling threshold (default 0.9)");
-  cmd->add_option("--seed", options->seed, "Random seed (default: time)");
+  add_sampling_options(cmd, options->sampling);
+  cmd->add_flag("--chat", options->chat,
+                "The prompt is a user message in the model's chat format; print the reply");
+  add_chat_options(cmd, options->chat_flags);
   cmd->callback([options] { run(*options); });
 }
 

@@ -7,6 +7,7 @@ namespace qforge::cli {
 
 void register_bench(CLI::App& app);
 void register_calibrate(CLI::App& app);
+void register_chat(CLI::App& app);
 void register_dump_asm(CLI::App& app);
 void register_info(CLI::App& app);
 void register_quantize(CLI::App& app);

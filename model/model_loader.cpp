@@ -35,7 +35,9 @@ LoadedModel load_model(const std::string& path, const Precision& precision,
   const std::vector<GemmKey> all_keys = weights.warmup_keys();
   const std::unordered_set<GemmKey, GemmKeyHash> distinct(all_keys.begin(), all_keys.end());
   const std::vector<GemmKey> keys(distinct.begin(), distinct.end());
-  LoadedModel out{std::move(tokenizer), std::move(weights)};
+  LoadedModel out{std::move(tokenizer), std::move(weights), 0, 0, 0, 0, std::nullopt};
+  if (file.gguf() != nullptr)
+    out.chat_template = file.gguf()->find_string("tokenizer.chat_template");
   out.load_seconds = load_seconds;
   out.jit_seconds = CodeCache::global().warmup(keys) * 1e-6;
   out.kernels = keys.size();

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "model/llama_weights.h"
@@ -20,10 +21,11 @@ namespace qforge {
 struct LoadedModel {
   Tokenizer tokenizer;
   LlamaWeights weights;
-  double load_seconds = 0;  // open + tokenizer
-  double pack_seconds = 0;  // convert, quantize, pack (kernel generation excluded)
-  double jit_seconds = 0;   // generating all kernels
-  std::size_t kernels = 0;  // distinct kernels generated
+  double load_seconds = 0;                   // open + tokenizer
+  double pack_seconds = 0;                   // convert, quantize, pack (kernel generation excluded)
+  double jit_seconds = 0;                    // generating all kernels
+  std::size_t kernels = 0;                   // distinct kernels generated
+  std::optional<std::string> chat_template;  // a GGUF file's tokenizer.chat_template
 };
 
 // Changes the opened file before its weights are built (calibrated methods: replaced and

@@ -97,6 +97,12 @@ Tokenizer::Tokenizer(TokenizerVocabulary vocabulary, std::string source)
     }
     const bool special = types_[id] == TokenType::Control || types_[id] == TokenType::UserDefined;
     if (special && !pieces_[id].empty()) special_ids_.push_back(static_cast<int>(id));
+    if (types_[id] == TokenType::Control) {
+      for (std::string_view end :
+           {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "</s>"}) {
+        if (pieces_[id] == end) end_ids_.push_back(static_cast<int>(id));
+      }
+    }
   }
   std::stable_sort(special_ids_.begin(), special_ids_.end(),
                    [&](int a, int b) { return pieces_[a].size() > pieces_[b].size(); });

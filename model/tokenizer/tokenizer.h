@@ -25,6 +25,7 @@
 // encoded as above. Byte, control and unknown tokens never match text otherwise.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -110,8 +111,12 @@ class Tokenizer {
   // vocabulary adds it, else -1.
   int prompt_bos_id() const { return add_bos_ ? bos_id_ : -1; }
   TokenizerModel model() const { return model_; }
-  // EOS, or the end-of-turn token: generation stops there.
-  bool ends_generation(int id) const { return id == eos_id_ || id == end_of_turn_id_; }
+  // EOS, the end-of-turn token, or a control token chat formats end a turn with
+  // (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>, <|endoftext|>, </s>): generation stops there.
+  bool ends_generation(int id) const {
+    return id == eos_id_ || id == end_of_turn_id_ ||
+           std::find(end_ids_.begin(), end_ids_.end(), id) != end_ids_.end();
+  }
   bool has_byte_tokens() const { return has_byte_tokens_; }
   const std::string& piece(int id) const { return pieces_.at(checked(id)); }
   float score(int id) const { return scores_.at(checked(id)); }
@@ -157,6 +162,7 @@ class Tokenizer {
   bool ignore_merges_ = false;
   std::vector<std::string> decoded_;  // BPE: each token's bytes
   std::vector<int> special_ids_;      // control and user-defined, longest piece first
+  std::vector<int> end_ids_;          // control tokens that end a turn
   std::unordered_map<std::uint64_t, int> merge_ranks_;  // (left id << 32 | right id) -> rank
   std::array<int, 256> byte_ids_{};                     // -1 where the vocabulary lacks "<0xNN>"
   std::unordered_map<std::string, int, TransparentHash, std::equal_to<>> piece_ids_;

@@ -213,6 +213,59 @@ TEST(Run, UnknownPrecisionFailsNamingTheOption) {
   EXPECT_NE(r.output.find("--quant"), std::string::npos) << r.output;
 }
 
+// chat: a messages file answered, stdin turns answered one per line, run --chat, and the
+// files and flags it refuses.
+TEST(Chat, AnswersMessagesAndStdinTurnsAndRefusesBadFiles) {
+  const std::string messages = temp_path("messages.json");
+  std::ofstream(messages) << R"([{"role": "system", "content": "Tell stories."},
+                                 {"role": "user", "content": "Once upon a time"}])";
+  const auto answered = test::run_command(kQforge + " chat -m " + stories() + " --messages " +
+                                          messages + " -n 12 --temp 0 2>/dev/null");
+  EXPECT_EQ(answered.exit_code, 0) << answered.output;
+  EXPECT_GT(answered.output.size(), 4u) << answered.output;
+
+  const auto piped = test::run_command("printf 'Hello\\nWhat next?\\n/exit\\nignored\\n' | " +
+                                       kQforge + " chat -m " + stories() + " -n 8 --temp 0");
+  EXPECT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_NE(piped.output.find("chat format llama2"), std::string::npos) << piped.output;
+  int turns = 0;
+  for (std::size_t at = piped.output.find("reply tokens"); at != std::string::npos;
+       at = piped.output.find("reply tokens", at + 1))
+    ++turns;
+  EXPECT_EQ(turns, 2) << piped.output;
+
+  const auto run_chat = test::run_command(kQforge + " run -m " + stories() +
+                                          " --chat --chat-template chatml -p Hi -n 8 --temp 0");
+  EXPECT_EQ(run_chat.exit_code, 0) << run_chat.output;
+  EXPECT_NE(run_chat.output.find("chat format: chatml"), std::string::npos) << run_chat.output;
+
+  struct Bad {
+    std::string content;
+    std::vector<std::string> parts;
+  };
+  const std::vector<Bad> bad = {
+      {"[{\"role\": \"user\"", {"not JSON"}},
+      {"{}", {"non-empty JSON array"}},
+      {R"([{"role": "user", "content": 3}])", {"message 0", "'content'"}},
+      {R"([{"role": "robot", "content": "x"}])", {"message 0", "\"robot\""}},
+      {R"([{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}])",
+       {"message 1", "last message"}},
+  };
+  for (const Bad& b : bad) {
+    std::ofstream(messages) << b.content;
+    const auto r = test::run_command(kQforge + " chat -m " + stories() + " --messages " + messages);
+    EXPECT_NE(r.exit_code, 0) << b.content;
+    EXPECT_NE(r.output.find(messages), std::string::npos) << r.output;
+    for (const std::string& part : b.parts)
+      EXPECT_NE(r.output.find(part), std::string::npos) << "lacks \"" << part << "\": " << r.output;
+  }
+  const auto unknown = test::run_command(kQforge + " chat -m " + stories() +
+                                         " --chat-template vicuna --messages " + messages);
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.output.find("--chat-template"), std::string::npos) << unknown.output;
+  std::filesystem::remove(messages);
+}
+
 // A mixed policy on the command line: the keep rules first, then the tensor types, and
 // the applied policy printed; protecting the down projections lowers int4's divergence.
 TEST(Perplexity, PolicyFlagsApplyAndPrintThePolicy) {
