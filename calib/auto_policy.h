@@ -18,7 +18,7 @@
 
 #include "calib/kld_evaluator.h"
 #include "calib/quant_report.h"
-#include "model/model_session.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge {
 

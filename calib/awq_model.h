@@ -18,8 +18,8 @@
 
 #include "calib/awq.h"
 #include "calib/calibration_file.h"
-#include "model/llama_weights.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
+#include "model/runtime/llama_weights.h"
 
 namespace qforge {
 

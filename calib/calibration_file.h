@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "calib/activation_stats.h"
-#include "model/llama_config.h"
-#include "model/mapped_file.h"
+#include "model/format/llama_config.h"
+#include "model/format/mapped_file.h"
 
 namespace qforge {
 

@@ -21,15 +21,16 @@
 #include <vector>
 
 #include "calib/activation_stats.h"
-#include "model/llama_executor.h"
-#include "model/llama_weights.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
+#include "model/runtime/llama_executor.h"
+#include "model/runtime/llama_weights.h"
 
 namespace qforge {
 
 // `samples` chunks of `ctx` tokens from `tokens` (which start with BOS, or bos = -1 when the
-// vocabulary has none: the text's token stands there): chunk i is BOS followed by tokens [1 + i (ctx - 1), 1 + (i + 1)(ctx - 1)). Throws naming `text_path`
-// when the text holds fewer than one chunk; fewer than `samples`: as many as it holds.
+// vocabulary has none: the text's token stands there): chunk i is BOS followed by tokens [1 + i
+// (ctx - 1), 1 + (i + 1)(ctx - 1)). Throws naming `text_path` when the text holds fewer than one
+// chunk; fewer than `samples`: as many as it holds.
 std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, int samples, int ctx,
                                                  int bos, const std::string& text_path);
 

@@ -23,8 +23,8 @@
 
 #include "calib/calibration_file.h"
 #include "calib/gptq.h"
-#include "model/llama_weights.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
+#include "model/runtime/llama_weights.h"
 
 namespace qforge {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_file.h"
+#include "model/format/model_file.h"
 
 namespace qforge {
 

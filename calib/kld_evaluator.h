@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "model/llama_executor.h"
-#include "model/perplexity.h"
+#include "model/runtime/llama_executor.h"
+#include "model/runtime/perplexity.h"
 
 namespace qforge {
 

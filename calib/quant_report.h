@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_session.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge {
 

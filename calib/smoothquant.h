@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "calib/calibration_file.h"
-#include "model/llama_weights.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
+#include "model/runtime/llama_weights.h"
 
 namespace qforge {
 

@@ -24,8 +24,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/llama_weights.h"
-#include "model/model_loader.h"
+#include "model/runtime/llama_weights.h"
+#include "model/runtime/model_loader.h"
 
 namespace qforge::cli {
 

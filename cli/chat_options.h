@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "model/chat_format.h"
-#include "model/model_loader.h"
+#include "model/runtime/chat_format.h"
+#include "model/runtime/model_loader.h"
 
 namespace qforge::cli {
 

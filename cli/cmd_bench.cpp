@@ -28,9 +28,9 @@
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
 #include "jit/tune/machine_limits.h"
-#include "model/model_file.h"
-#include "model/model_session.h"
-#include "model/perplexity.h"
+#include "model/format/model_file.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/perplexity.h"
 
 namespace qforge::cli {
 namespace {

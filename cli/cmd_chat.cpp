@@ -22,8 +22,8 @@
 #include "cli/model_options.h"
 #include "cli/sampling_options.h"
 #include "jit/base/error.h"
-#include "model/chat_session.h"
-#include "model/model_session.h"
+#include "model/runtime/chat_session.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge::cli {
 namespace {

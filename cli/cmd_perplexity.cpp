@@ -16,8 +16,8 @@
 #include "cli/text_file.h"
 #include "jit/base/error.h"
 #include "jit/cpu/isa.h"
-#include "model/model_session.h"
-#include "model/perplexity.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/perplexity.h"
 
 namespace qforge::cli {
 namespace {

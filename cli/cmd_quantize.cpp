@@ -17,8 +17,8 @@
 #include "cli/model_options.h"
 #include "cli/progress_bar.h"
 #include "jit/base/parallel_for.h"
-#include "model/model_file.h"
-#include "model/quantized_gguf.h"
+#include "model/format/model_file.h"
+#include "model/runtime/quantized_gguf.h"
 #include "ops/quant/pack.h"
 
 namespace qforge::cli {

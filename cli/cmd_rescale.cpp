@@ -17,7 +17,7 @@
 #include "calib/input_scaling.h"
 #include "cli/commands.h"
 #include "jit/base/error.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
 
 namespace qforge::cli {
 namespace {

@@ -19,9 +19,9 @@
 #include "cli/model_options.h"
 #include "cli/sampling_options.h"
 #include "jit/cpu/isa.h"
-#include "model/chat_session.h"
-#include "model/generation.h"
-#include "model/model_session.h"
+#include "model/runtime/chat_session.h"
+#include "model/runtime/generation.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/synthetic_model.h"
+#include "model/format/synthetic_model.h"
 
 namespace qforge::cli {
 namespace {

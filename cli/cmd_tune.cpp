@@ -23,8 +23,8 @@
 #include "jit/tune/active_tuning.h"
 #include "jit/tune/cpu_signature.h"
 #include "jit/tune/machine_limits.h"
-#include "model/llama_weights.h"
-#include "model/model_file.h"
+#include "model/format/model_file.h"
+#include "model/runtime/llama_weights.h"
 #include "ops/tune/tuner.h"
 
 namespace qforge::cli {

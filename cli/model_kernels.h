@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "jit/gemm/gemm_key.h"
-#include "model/llama_weights.h"
+#include "model/runtime/llama_weights.h"
 
 namespace qforge::cli {
 

@@ -6,7 +6,7 @@
 #include "cli/progress_bar.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/cpu/isa.h"
-#include "model/kv_cache.h"
+#include "model/runtime/kv_cache.h"
 #include "ops/linear/quantized_linear.h"
 
 namespace qforge::cli {

@@ -12,7 +12,7 @@
 
 #include "cli/calibrated_methods.h"
 #include "cli/tuning_option.h"
-#include "model/model_session.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge::cli {
 

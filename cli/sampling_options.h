@@ -3,7 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/sampler.h"
+#include "model/runtime/sampler.h"
 
 namespace qforge::cli {
 

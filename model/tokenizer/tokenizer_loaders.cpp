@@ -3,9 +3,9 @@
 #include <string>
 
 #include "jit/base/error.h"
-#include "model/byte_cursor.h"
-#include "model/gguf_reader.h"
-#include "model/mapped_file.h"
+#include "model/format/byte_cursor.h"
+#include "model/format/gguf_reader.h"
+#include "model/format/mapped_file.h"
 #include "model/tokenizer/tokenizer.h"
 
 namespace qforge {

@@ -16,8 +16,8 @@
 #include "calib/awq_model.h"
 #include "calib/calibrator.h"
 #include "jit/base/error.h"
-#include "model/model_session.h"
-#include "model/perplexity.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/perplexity.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/test_data.h"
 

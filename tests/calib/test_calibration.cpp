@@ -19,7 +19,7 @@
 #include "calib/calibration_file.h"
 #include "calib/calibrator.h"
 #include "jit/base/error.h"
-#include "model/model_session.h"
+#include "model/runtime/model_session.h"
 #include "tests/support/model_paths.h"
 #include "tests/support/temp_path.h"
 

@@ -17,9 +17,9 @@
 
 #include <unistd.h>
 
-#include "model/dense_linear.h"
-#include "model/llama_executor.h"
-#include "model/model_loader.h"
+#include "model/runtime/dense_linear.h"
+#include "model/runtime/llama_executor.h"
+#include "model/runtime/model_loader.h"
 #include "tests/model/tiny_llama.h"
 
 namespace qforge {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_reader.h"
-#include "model/gguf_writer.h"
+#include "model/format/gguf_reader.h"
+#include "model/format/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "model/tokenizer/utf8_stream.h"
 #include "tests/model/model_test_util.h"

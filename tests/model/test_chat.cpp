@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "model/chat_format.h"
-#include "model/chat_session.h"
-#include "model/llama_executor.h"
-#include "model/model_loader.h"
+#include "model/runtime/chat_format.h"
+#include "model/runtime/chat_session.h"
+#include "model/runtime/llama_executor.h"
+#include "model/runtime/model_loader.h"
 #include "tests/model/model_test_util.h"
 #include "tests/support/model_paths.h"
 

@@ -12,10 +12,10 @@
 
 #include "jit/cpu/isa.h"
 #include "jit/emulate/emulator.h"
-#include "model/dense_linear.h"
-#include "model/generation.h"
-#include "model/llama_executor.h"
-#include "model/model_loader.h"
+#include "model/runtime/dense_linear.h"
+#include "model/runtime/generation.h"
+#include "model/runtime/llama_executor.h"
+#include "model/runtime/model_loader.h"
 #include "tests/support/emulated_isas.h"
 #include "tests/support/model_paths.h"
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#include "model/gguf_reader.h"
-#include "model/model_file.h"
+#include "model/format/gguf_reader.h"
+#include "model/format/model_file.h"
 #include "tests/model/model_test_util.h"
 #include "tests/support/model_paths.h"
 

@@ -8,9 +8,9 @@
 #include <limits>
 #include <random>
 
-#include "model/ggml_quants.h"
-#include "model/gguf_reader.h"
-#include "model/gguf_writer.h"
+#include "model/format/ggml_quants.h"
+#include "model/format/gguf_reader.h"
+#include "model/format/gguf_writer.h"
 #include "tests/model/model_test_util.h"
 
 namespace qforge {

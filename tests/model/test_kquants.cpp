@@ -14,10 +14,10 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
-#include "model/ggml_kquants.h"
-#include "model/ggml_quants.h"
-#include "model/gguf_writer.h"
-#include "model/model_session.h"
+#include "model/format/ggml_kquants.h"
+#include "model/format/ggml_quants.h"
+#include "model/format/gguf_writer.h"
+#include "model/runtime/model_session.h"
 #include "tests/model/tiny_llama.h"
 #include "tests/support/temp_path.h"
 

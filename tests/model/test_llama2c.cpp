@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "model/llama2c_reader.h"
-#include "model/model_file.h"
+#include "model/format/llama2c_reader.h"
+#include "model/format/model_file.h"
 #include "tests/model/model_test_util.h"
 #include "tests/support/model_paths.h"
 

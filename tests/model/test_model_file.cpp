@@ -6,8 +6,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/ggml_quants.h"
-#include "model/model_file.h"
+#include "model/format/ggml_quants.h"
+#include "model/format/model_file.h"
 #include "tests/model/model_test_util.h"
 #include "tests/model/tiny_llama.h"
 #include "tests/support/model_paths.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "model/model_session.h"
-#include "model/perplexity.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/perplexity.h"
 #include "tests/support/model_paths.h"
 
 namespace qforge {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "model/ggml_quants.h"
-#include "model/ggml_repack.h"
-#include "model/jit_linear.h"
-#include "model/model_session.h"
+#include "model/format/ggml_quants.h"
+#include "model/format/ggml_repack.h"
+#include "model/runtime/jit_linear.h"
+#include "model/runtime/model_session.h"
 #include "ops/quant/pack.h"
 #include "tests/model/tiny_llama.h"
 #include "tests/support/model_paths.h"

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "jit/base/error.h"
-#include "model/ggml_quants.h"
-#include "model/gguf_reader.h"
-#include "model/model_session.h"
-#include "model/quantized_gguf.h"
+#include "model/format/ggml_quants.h"
+#include "model/format/gguf_reader.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/quantized_gguf.h"
 #include "ops/quant/quantize.h"
 #include "tests/model/tiny_llama.h"
 #include "tests/support/temp_path.h"

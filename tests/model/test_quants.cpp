@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "jit/base/half_float.h"
-#include "model/ggml_quants.h"
+#include "model/format/ggml_quants.h"
 #include "tests/model/model_test_util.h"
 
 namespace qforge {

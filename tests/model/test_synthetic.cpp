@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "model/model_session.h"
-#include "model/synthetic_model.h"
+#include "model/format/synthetic_model.h"
+#include "model/runtime/model_session.h"
 
 namespace qforge {
 namespace {

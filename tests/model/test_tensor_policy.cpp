@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "jit/base/error.h"
-#include "model/model_session.h"
-#include "model/tensor_policy.h"
+#include "model/runtime/model_session.h"
+#include "model/runtime/tensor_policy.h"
 #include "tests/model/tiny_llama.h"
 #include "tests/support/temp_path.h"
 

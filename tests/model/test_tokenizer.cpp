@@ -7,8 +7,8 @@
 #include <limits>
 #include <map>
 
-#include "model/gguf_reader.h"
-#include "model/gguf_writer.h"
+#include "model/format/gguf_reader.h"
+#include "model/format/gguf_writer.h"
 #include "model/tokenizer/tokenizer.h"
 #include "tests/model/model_test_util.h"
 #include "tests/support/model_paths.h"

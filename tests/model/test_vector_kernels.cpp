@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "jit/base/error.h"
-#include "model/kv_cache.h"
-#include "model/vector_kernels.h"
+#include "model/runtime/kv_cache.h"
+#include "model/runtime/vector_kernels.h"
 
 namespace qforge {
 namespace {

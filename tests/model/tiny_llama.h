@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gguf_writer.h"
-#include "model/model_file.h"
+#include "model/format/gguf_writer.h"
+#include "model/format/model_file.h"
 
 namespace qforge::test {
 

@@ -1,0 +1,220 @@
+#include "model/format/ggml_quants.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "jit/base/error.h"
+#include "jit/base/half_float.h"
+#include "model/format/ggml_kquants.h"
+
+namespace qforge {
+
+namespace {
+
+static_assert(kQ8_0BlockBytes == 34 && kQ4_0BlockBytes == 18 && kQ4_1BlockBytes == 20);
+
+// f16 -> f32 with F16C, 8 values per instruction: the same IEEE conversion as
+// f16_to_f32 (exact; a signalling NaN comes back quieted).
+__attribute__((target("avx2,f16c"))) void f16_row_to_f32_f16c(const std::byte* in, float* out,
+                                                              std::size_t count) {
+  std::size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    _mm256_storeu_ps(
+        out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
+  for (; i < count; ++i) {
+    std::uint16_t half;
+    std::memcpy(&half, in + 2 * i, 2);
+    out[i] = f16_to_f32(half);
+  }
+}
+
+bool has_f16c() {
+  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  return has;
+}
+
+std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t value;
+  std::memcpy(&value, p, sizeof(value));
+  return value;
+}
+
+void store_u16(std::byte* p, std::uint16_t value) {
+  std::memcpy(p, &value, sizeof(value));
+}
+
+// Truncates toward zero like ggml's (int8_t) casts, clamped to [low, high]; NaN becomes low.
+int truncate_clamped(float value, int low, int high) {
+  if (!(value >= static_cast<float>(low))) return low;
+  if (value >= static_cast<float>(high)) return high;
+  return static_cast<int>(value);
+}
+
+int round_clamped(float value, int low, int high) {
+  if (std::isnan(value)) return 0;
+  return static_cast<int>(
+      std::clamp(std::round(value), static_cast<float>(low), static_cast<float>(high)));
+}
+
+void dequantize_q8_0(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  for (std::size_t i = 0; i < 32; ++i)
+    out[i] = d * static_cast<float>(static_cast<std::int8_t>(block[2 + i]));
+}
+
+void dequantize_q4_0(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto byte = static_cast<std::uint8_t>(block[2 + j]);
+    out[j] = d * static_cast<float>((byte & 0x0f) - 8);
+    out[j + 16] = d * static_cast<float>((byte >> 4) - 8);
+  }
+}
+
+void dequantize_q4_1(const std::byte* block, float* out) {
+  const float d = f16_to_f32(load_u16(block));
+  const float m = f16_to_f32(load_u16(block + 2));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto byte = static_cast<std::uint8_t>(block[4 + j]);
+    out[j] = d * static_cast<float>(byte & 0x0f) + m;
+    out[j + 16] = d * static_cast<float>(byte >> 4) + m;
+  }
+}
+
+void quantize_q8_0(const float* values, std::byte* block) {
+  float max_abs = 0.0f;
+  for (std::size_t i = 0; i < 32; ++i) max_abs = std::max(max_abs, std::fabs(values[i]));
+  const float d = max_abs / 127.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  for (std::size_t i = 0; i < 32; ++i)
+    block[2 + i] = static_cast<std::byte>(
+        static_cast<std::int8_t>(round_clamped(values[i] * inverse, -127, 127)));
+}
+
+// Q4_0 scales by the value of largest magnitude, keeping its sign: d = max / -8, so that
+// value lands exactly on nibble 0 and the other end keeps one more step (nibble 15 = +7d).
+void quantize_q4_0(const float* values, std::byte* block) {
+  float max_abs = 0.0f;
+  float extreme = 0.0f;
+  for (std::size_t i = 0; i < 32; ++i) {
+    if (max_abs < std::fabs(values[i])) {
+      max_abs = std::fabs(values[i]);
+      extreme = values[i];
+    }
+  }
+  const float d = extreme / -8.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const int low = truncate_clamped(values[j] * inverse + 8.5f, 0, 15);
+    const int high = truncate_clamped(values[j + 16] * inverse + 8.5f, 0, 15);
+    block[2 + j] = static_cast<std::byte>(low | (high << 4));
+  }
+}
+
+void quantize_q4_1(const float* values, std::byte* block) {
+  float min = values[0];
+  float max = values[0];
+  for (std::size_t i = 1; i < 32; ++i) {
+    min = std::min(min, values[i]);
+    max = std::max(max, values[i]);
+  }
+  const float d = (max - min) / 15.0f;
+  const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+  store_u16(block, f32_to_f16(d));
+  store_u16(block + 2, f32_to_f16(min));
+  for (std::size_t j = 0; j < 16; ++j) {
+    const int low = truncate_clamped((values[j] - min) * inverse + 0.5f, 0, 15);
+    const int high = truncate_clamped((values[j + 16] - min) * inverse + 0.5f, 0, 15);
+    block[4 + j] = static_cast<std::byte>(low | (high << 4));
+  }
+}
+
+void check_sizes(GgmlType type, std::size_t values, std::size_t bytes, std::string_view what) {
+  if (!is_supported(type))
+    fail(what, ": type ", ggml_type_name(type),
+         " is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K..Q6_K are)");
+  const std::uint64_t expected = ggml_row_bytes(type, values);
+  if (bytes != expected)
+    fail(what, ": ", values, " values of ", ggml_type_name(type), " take ", expected,
+         " bytes, but the buffer has ", bytes);
+}
+
+}  // namespace
+
+void dequantize_row(GgmlType type, std::span<const std::byte> row, std::span<float> out) {
+  check_sizes(type, out.size(), row.size(), "dequantize_row");
+  const std::byte* in = row.data();
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(out.data(), in, out.size() * sizeof(float));
+      return;
+    case GgmlType::F16:
+      if (has_f16c()) return f16_row_to_f32_f16c(in, out.data(), out.size());
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = f16_to_f32(load_u16(in + 2 * i));
+      return;
+    case GgmlType::BF16:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_f32(load_u16(in + 2 * i));
+      return;
+    case GgmlType::Q8_0:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q8_0(in + b * kQ8_0BlockBytes, out.data() + b * 32);
+      return;
+    case GgmlType::Q4_0:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q4_0(in + b * kQ4_0BlockBytes, out.data() + b * 32);
+      return;
+    case GgmlType::Q4_1:
+      for (std::size_t b = 0; b < out.size() / 32; ++b)
+        dequantize_q4_1(in + b * kQ4_1BlockBytes, out.data() + b * 32);
+      return;
+    default:
+      if (is_extra_block_type(type)) {
+        const std::uint64_t values = ggml_type_traits(type).block_values;
+        const std::uint64_t bytes = ggml_row_bytes(type, values);
+        for (std::size_t b = 0; b < out.size() / values; ++b)
+          dequantize_extra_block(type, in + b * bytes, out.data() + b * values);
+        return;
+      }
+      break;
+  }
+  fail("dequantize_row: type ", ggml_type_name(type), " is not supported");
+}
+
+void quantize_row(GgmlType type, std::span<const float> values, std::span<std::byte> out) {
+  check_sizes(type, values.size(), out.size(), "quantize_row");
+  std::byte* dst = out.data();
+  switch (type) {
+    case GgmlType::F32:
+      std::memcpy(dst, values.data(), values.size() * sizeof(float));
+      return;
+    case GgmlType::F16:
+      for (std::size_t i = 0; i < values.size(); ++i) store_u16(dst + 2 * i, f32_to_f16(values[i]));
+      return;
+    case GgmlType::BF16:
+      for (std::size_t i = 0; i < values.size(); ++i)
+        store_u16(dst + 2 * i, f32_to_bf16(values[i]));
+      return;
+    case GgmlType::Q8_0:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q8_0(values.data() + b * 32, dst + b * kQ8_0BlockBytes);
+      return;
+    case GgmlType::Q4_0:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_0(values.data() + b * 32, dst + b * kQ4_0BlockBytes);
+      return;
+    case GgmlType::Q4_1:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_1(values.data() + b * 32, dst + b * kQ4_1BlockBytes);
+      return;
+    default:
+      break;
+  }
+  fail("quantize_row: type ", ggml_type_name(type), " is not supported");
+}
+
+}  // namespace qforge
