@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/format/synthetic_model.h"
+#include "model/runtime/synthetic_model.h"
 
 namespace qforge::cli {
 namespace {
@@ -22,8 +22,7 @@ struct Options {
 };
 
 void synth(const Options& o) {
-  SyntheticModelSpec spec;
-  spec.config = synthetic_preset(o.preset);
+  SyntheticModelSpec spec = synthetic_spec(o.preset);
   if (o.layers > 0) spec.config.n_layers = o.layers;
   spec.type = parse_synthetic_type(o.type);
   spec.seed = o.seed;
@@ -43,9 +42,10 @@ void synth(const Options& o) {
 void register_synth(CLI::App& app) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("synth", "Write a Llama GGUF with random weights at real sizes");
-  cmd->add_option("--preset", options->preset,
-                  "Dimensions: " + synthetic_preset_names() +
-                      ", or dim=D,hidden=H,layers=L,heads=Q,kv-heads=KV,vocab=V[,ctx=C]")
+  cmd->add_option(
+         "--preset", options->preset,
+         "Dimensions: " + synthetic_preset_names() +
+             ", or dim=D,hidden=H,layers=L,heads=Q,kv-heads=KV,vocab=V[,ctx=C][,style=llama3]")
       ->required();
   cmd->add_option("--layers", options->layers, "Override the preset's layer count")
       ->check(CLI::PositiveNumber);

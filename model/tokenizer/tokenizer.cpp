@@ -270,7 +270,8 @@ std::vector<int> Tokenizer::encode(std::string_view text, bool add_bos, bool add
 std::string_view Tokenizer::decode(int previous, int token) const {
   const std::size_t id = checked(token);
   if (types_[id] == TokenType::Control) return {};
-  if (model_ == TokenizerModel::ByteLevelBpe) return decoded_[id];
+  if (model_ == TokenizerModel::ByteLevelBpe)
+    return types_[id] == TokenType::Unused ? std::string_view() : std::string_view(decoded_[id]);
   if (types_[id] == TokenType::Byte) {
     const int byte = parse_byte_piece(pieces_[id]);
     if (byte >= 0) return {&kByteValues[static_cast<std::size_t>(byte)], 1};

@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "model/format/synthetic_model.h"
+#include "model/runtime/chat_format.h"
 #include "model/runtime/model_session.h"
+#include "model/runtime/synthetic_model.h"
 
 namespace qforge {
 namespace {
@@ -91,6 +92,39 @@ TEST_P(SyntheticTypes, WritesALoadableModelWithTheRequestedStatistics) {
 
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticTypes,
                          testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"));
+
+// The llama3 style: Llama 3's vocabulary layout (byte-level BPE, the specials at 128000..),
+// its chat template, a tied embedding and Llama 3.1's RoPE frequency factors.
+TEST(Synthetic, Llama3StyleLoadsAsLlama3Does) {
+  const SyntheticModelSpec preset = synthetic_spec("llama3.2-1b");
+  EXPECT_EQ(preset.style, SyntheticStyle::Llama3);
+  EXPECT_EQ(preset.config.vocab_size, 128256);
+  EXPECT_EQ(synthetic_spec("tinyllama-1.1b").style, SyntheticStyle::Llama2);
+  SyntheticModelSpec spec = synthetic_spec(
+      "dim=128,hidden=256,layers=1,heads=2,kv-heads=1,vocab=128256,ctx=64,style=llama3");
+  ASSERT_EQ(spec.style, SyntheticStyle::Llama3);
+  const std::string path = temp_path("llama3.gguf");
+  write_synthetic_model(spec, path);
+  auto session = open_session(path, parse_precision("int8"), 1);
+  const LoadedModel& model = session->model;
+  const Tokenizer& t = model.tokenizer;
+  EXPECT_EQ(t.model(), TokenizerModel::ByteLevelBpe);
+  EXPECT_EQ(t.bos_id(), 128000);
+  EXPECT_TRUE(t.ends_generation(128009));  // <|eot_id|>
+  EXPECT_TRUE(t.adds_bos());
+  // No merges: each byte is a token; special tokens in a prompt are tokens.
+  EXPECT_EQ(t.encode_prompt("h\xc3\xa9<|eot_id|>"),
+            (std::vector<int>{128000, 'h', 0xc3, 0xa9, 128009}));
+  EXPECT_EQ(chat_format_for(model.chat_template, t), ChatFormat::Llama3);
+  const LlamaConfig& c = model.weights.config;
+  EXPECT_TRUE(c.tied_embedding);
+  ASSERT_EQ(c.rope_freq_factors.size(), 32u);    // head 64: 32 pairs
+  EXPECT_EQ(c.rope_freq_factors.front(), 1.0f);  // the fastest pair kept
+  EXPECT_EQ(c.rope_freq_factors.back(), 32.0f);  // the slowest slowed by the factor
+  const std::vector<int> tokens = t.encode_prompt("hi");
+  for (float x : session->executor->forward(tokens, 0)) ASSERT_TRUE(std::isfinite(x));
+  std::filesystem::remove(path);
+}
 
 TEST(Synthetic, SameSeedSameBytesOtherSeedOtherWeights) {
   SyntheticModelSpec spec;

@@ -1,4 +1,4 @@
-#include "model/format/synthetic_model.h"
+#include "model/runtime/synthetic_model.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "jit/base/error.h"
 #include "model/format/gguf_writer.h"
 #include "model/format/model_file.h"
+#include "model/tokenizer/byte_level.h"
 
 namespace qforge {
 namespace {
@@ -56,6 +57,42 @@ LlamaConfig make_config(int dim, int hidden, int layers, int heads, int kv_heads
   return c;
 }
 
+// Llama 3.1's RoPE frequency factors (factor 32, low 1, high 4, original context 8192):
+// long wavelengths slowed by the factor, short ones kept, a smooth blend between.
+std::vector<float> llama31_rope_factors(const LlamaConfig& c) {
+  constexpr double kFactor = 32, kLow = 1, kHigh = 4, kOriginal = 8192;
+  std::vector<float> factors;
+  for (int i = 0; i < c.rope_dim; i += 2) {
+    const double freq = std::pow(double(c.rope_theta), -double(i) / c.rope_dim);
+    const double wavelength = 2 * 3.141592653589793 / freq;
+    double factor = 1;
+    if (wavelength > kOriginal / kLow) {
+      factor = kFactor;
+    } else if (wavelength >= kOriginal / kHigh) {
+      const double smooth = (kOriginal / wavelength - kLow) / (kHigh - kLow);
+      factor = 1 / ((1 - smooth) / kFactor + smooth);
+    }
+    factors.push_back(static_cast<float>(factor));
+  }
+  return factors;
+}
+
+void make_llama3(LlamaConfig& c) {
+  c.rope_theta = 500000.0f;
+  c.rope_freq_factors = llama31_rope_factors(c);
+  c.tied_embedding = true;
+}
+
+bool strip_llama3_style(std::string& preset) {
+  for (const std::string_view tag : {",style=llama3", "style=llama3,"}) {
+    if (const std::size_t at = preset.find(tag); at != std::string::npos) {
+      preset.erase(at, tag.size());
+      return true;
+    }
+  }
+  return false;
+}
+
 LlamaConfig parse_dims(std::string_view preset) {
   std::map<std::string, int, std::less<>> values = {{"ctx", 2048}};
   std::string_view rest = preset;
@@ -69,7 +106,8 @@ LlamaConfig parse_dims(std::string_view preset) {
         !(key == "dim" || key == "hidden" || key == "layers" || key == "heads" ||
           key == "kv-heads" || key == "vocab" || key == "ctx"))
       fail("--preset '", preset, "': '", item, "' is not one of dim=, hidden=, layers=, heads=, ",
-           "kv-heads=, vocab=, ctx=; or use a preset (", synthetic_preset_names(), ")");
+           "kv-heads=, vocab=, ctx=, style=llama3; or use a preset (", synthetic_preset_names(),
+           ")");
     const std::string_view number = item.substr(equals + 1);
     int value = 0;
     const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
@@ -102,24 +140,83 @@ std::vector<std::string> placeholder_vocabulary(int size, std::vector<std::int32
   return tokens;
 }
 
+// Llama 3's vocabulary layout without its merges: the 256 bytes in GPT-2's byte-level
+// alphabet, unused padding, then the 256 special tokens.
+std::vector<std::string> llama3_vocabulary(int size, std::vector<std::int32_t>& types) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) {
+    tokens.push_back(to_byte_level(std::string(1, static_cast<char>(b))));
+    types.push_back(1);  // normal
+  }
+  const int first_special = size - 256;
+  for (int id = 256; id < first_special; ++id) {
+    tokens.push_back("[PAD" + std::to_string(id) + "]");
+    types.push_back(5);  // unused
+  }
+  const char* named[] = {"<|begin_of_text|>",
+                         "<|end_of_text|>",
+                         "<|reserved_special_token_0|>",
+                         "<|reserved_special_token_1|>",
+                         "<|finetune_right_pad_id|>",
+                         "<|reserved_special_token_2|>",
+                         "<|start_header_id|>",
+                         "<|end_header_id|>",
+                         "<|eom_id|>",
+                         "<|eot_id|>",
+                         "<|python_tag|>"};
+  int reserved = 3;
+  for (int i = 0; i < 256; ++i) {
+    tokens.push_back(i < 11 ? std::string(named[i])
+                            : "<|reserved_special_token_" + std::to_string(reserved++) + "|>");
+    types.push_back(3);  // control
+  }
+  return tokens;
+}
+
+// The core of Llama 3's chat template (what chat_format recognises it by).
+constexpr const char* kLlama3ChatTemplate =
+    "{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+    "{% endif %}";
+
 }  // namespace
 
 std::string synthetic_preset_names() {
-  return "tinyllama-1.1b, llama2-7b, stories260k";
+  return "tinyllama-1.1b, llama2-7b, llama3.2-1b, llama3-8b, stories260k";
+}
+
+SyntheticModelSpec synthetic_spec(std::string_view preset) {
+  SyntheticModelSpec spec;
+  LlamaConfig& config = spec.config;
+  std::string dims(preset);
+  bool llama3 = false;
+  if (preset == "tinyllama-1.1b") {
+    config = make_config(2048, 5632, 22, 32, 4, 32000, 2048);
+  } else if (preset == "llama2-7b") {
+    config = make_config(4096, 11008, 32, 32, 32, 32000, 4096);
+  } else if (preset == "llama3.2-1b") {
+    config = make_config(2048, 8192, 16, 32, 8, 128256, 131072);
+    llama3 = true;
+  } else if (preset == "llama3-8b") {
+    config = make_config(4096, 14336, 32, 32, 8, 128256, 8192);
+    llama3 = true;
+  } else if (preset == "stories260k") {
+    config = make_config(64, 172, 5, 8, 4, 512, 512);
+  } else {
+    llama3 = strip_llama3_style(dims);
+    config = parse_dims(dims);
+  }
+  if (llama3) {
+    make_llama3(config);
+    spec.style = SyntheticStyle::Llama3;
+  }
+  validate_llama_config(config, "--preset '" + std::string(preset) + "'", kGgufLlamaFields);
+  return spec;
 }
 
 LlamaConfig synthetic_preset(std::string_view preset) {
-  LlamaConfig config;
-  if (preset == "tinyllama-1.1b")
-    config = make_config(2048, 5632, 22, 32, 4, 32000, 2048);
-  else if (preset == "llama2-7b")
-    config = make_config(4096, 11008, 32, 32, 32, 32000, 4096);
-  else if (preset == "stories260k")
-    config = make_config(64, 172, 5, 8, 4, 512, 512);
-  else
-    config = parse_dims(preset);
-  validate_llama_config(config, "--preset '" + std::string(preset) + "'", kGgufLlamaFields);
-  return config;
+  return synthetic_spec(preset).config;
 }
 
 GgmlType parse_synthetic_type(std::string_view type) {
@@ -139,7 +236,9 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
       (c.dim % 32 != 0 || c.hidden_dim % 32 != 0))
     fail(path, ": ", ggml_type_name(spec.type), " needs dim and hidden multiples of 32 (dim ",
          c.dim, ", hidden ", c.hidden_dim, ")");
-  if (c.vocab_size < 259) fail(path, ": vocab ", c.vocab_size, " is below the 259 base tokens");
+  const bool llama3 = spec.style == SyntheticStyle::Llama3;
+  if (c.vocab_size < (llama3 ? 512 : 259))
+    fail(path, ": vocab ", c.vocab_size, " is below the ", llama3 ? 512 : 259, " base tokens");
 
   GgufWriter writer;
   const auto u32 = [](int value) { return GgufValue::u32(static_cast<std::uint32_t>(value)); };
@@ -156,15 +255,30 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
   writer.add("llama.rope.dimension_count", u32(c.rope_dim));
   writer.add("llama.vocab_size", u32(c.vocab_size));
   std::vector<std::int32_t> types;
-  const std::vector<std::string> tokens = placeholder_vocabulary(c.vocab_size, types);
-  writer.add("tokenizer.ggml.model", GgufValue::string("llama"));
-  writer.add("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
-  writer.add("tokenizer.ggml.scores",
-             GgufValue::f32_array(std::vector<float>(tokens.size(), 0.0f)));
-  writer.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
-  writer.add("tokenizer.ggml.bos_token_id", u32(1));
-  writer.add("tokenizer.ggml.eos_token_id", u32(2));
-  writer.add("tokenizer.ggml.unknown_token_id", u32(0));
+  if (llama3) {
+    const std::vector<std::string> tokens = llama3_vocabulary(c.vocab_size, types);
+    const int first_special = c.vocab_size - 256;
+    writer.add("tokenizer.ggml.model", GgufValue::string("gpt2"));
+    writer.add("tokenizer.ggml.pre", GgufValue::string("llama-bpe"));
+    writer.add("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
+    writer.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+    writer.add("tokenizer.ggml.merges", GgufValue::string_array({}));
+    writer.add("tokenizer.ggml.bos_token_id", u32(first_special));
+    writer.add("tokenizer.ggml.eos_token_id", u32(first_special + 1));
+    writer.add("tokenizer.ggml.eot_token_id", u32(first_special + 9));
+    writer.add("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+    writer.add("tokenizer.chat_template", GgufValue::string(kLlama3ChatTemplate));
+  } else {
+    const std::vector<std::string> tokens = placeholder_vocabulary(c.vocab_size, types);
+    writer.add("tokenizer.ggml.model", GgufValue::string("llama"));
+    writer.add("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
+    writer.add("tokenizer.ggml.scores",
+               GgufValue::f32_array(std::vector<float>(tokens.size(), 0.0f)));
+    writer.add("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+    writer.add("tokenizer.ggml.bos_token_id", u32(1));
+    writer.add("tokenizer.ggml.eos_token_id", u32(2));
+    writer.add("tokenizer.ggml.unknown_token_id", u32(0));
+  }
 
   std::uint64_t tensor_id = 0;
   const auto matrix = [&](const std::string& name, int rows, int columns) {
@@ -196,7 +310,11 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
     matrix(layer_tensor_name(l, "ffn_down"), c.dim, c.hidden_dim);
   }
   norm("output_norm.weight");
-  matrix("output.weight", c.vocab_size, c.dim);
+  if (!c.tied_embedding) matrix("output.weight", c.vocab_size, c.dim);
+  if (!c.rope_freq_factors.empty())
+    writer.add_tensor_from_f32("rope_freqs.weight", GgmlType::F32,
+                               {static_cast<std::uint64_t>(c.rope_freq_factors.size())},
+                               c.rope_freq_factors);
   writer.write(path);
 }
 
