@@ -167,6 +167,19 @@ std::vector<std::vector<float>> prompt_then_decode(LlamaExecutor& executor,
   return got;
 }
 
+// Every position's logits within `relative` of that position's largest reference logit.
+void expect_logits_near(const std::vector<std::vector<float>>& got, const std::vector<Vector>& want,
+                        double relative) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t p = 0; p < want.size(); ++p) {
+    double largest = 0;
+    for (double v : want[p]) largest = std::max(largest, std::fabs(v));
+    ASSERT_EQ(got[p].size(), want[p].size());
+    for (std::size_t i = 0; i < want[p].size(); ++i)
+      ASSERT_NEAR(got[p][i], want[p][i], relative * largest) << "position " << p << " token " << i;
+  }
+}
+
 TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("qforge_attention_" + std::to_string(::getpid()) + ".gguf"))
@@ -186,12 +199,7 @@ TEST(AttentionReference, F32LogitsMatchFloat64ForEveryHeadLayoutAndPool) {
       LlamaExecutor executor(model.weights, pool);
       const std::vector<std::vector<float>> got =
           prompt_then_decode(executor, tokens, kPrompt, spec.vocab);
-      for (int p = 0; p < kPositions; ++p) {
-        double largest = 0;
-        for (double v : want[p]) largest = std::max(largest, std::fabs(v));
-        for (int i = 0; i < spec.vocab; ++i)
-          ASSERT_NEAR(got[p][i], want[p][i], 1e-3 * largest) << "position " << p << " token " << i;
-      }
+      expect_logits_near(got, want, 1e-3);
     }
   }
   std::filesystem::remove(path);
@@ -250,12 +258,7 @@ TEST(AttentionReference, ArchitectureVariantsMatchFloat64) {
     LlamaExecutor executor(model.weights, pool);
     const std::vector<std::vector<float>> got =
         prompt_then_decode(executor, tokens, kPrompt, spec.vocab);
-    for (int p = 0; p < kPositions; ++p) {
-      double largest = 0;
-      for (double v : want[p]) largest = std::max(largest, std::fabs(v));
-      for (int i = 0; i < spec.vocab; ++i)
-        ASSERT_NEAR(got[p][i], want[p][i], 1e-3 * largest) << "position " << p << " token " << i;
-    }
+    expect_logits_near(got, want, 1e-3);
   }
   std::filesystem::remove(path);
 }
