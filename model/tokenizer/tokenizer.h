@@ -96,7 +96,8 @@ class Tokenizer {
 
   // The bytes token `token` contributes to the output after `previous`: the piece (a
   // byte-level piece as its bytes), a SentencePiece piece with its leading space removed
-  // right after BOS, a byte token as its raw byte, and nothing for control tokens. A piece
+  // right after BOS, a byte token as its raw byte, and nothing for control tokens (nor for
+  // a byte-level vocabulary's unused ones). A piece
   // may end inside a UTF-8 character (utf8_stream.h joins them). The view stays valid as
   // long as the tokenizer.
   std::string_view decode(int previous, int token) const;
