@@ -20,6 +20,8 @@ using MergePriority =
     std::function<std::optional<double>(std::string_view left, std::string_view right)>;
 
 // `lengths` splits `text` into the initial symbols (they must sum to text.size()).
+// `priority` gets views into `text` of two adjacent symbols: left.data() + left.size() is
+// right.data(), so the pair joined is a view too.
 std::vector<std::string_view> merge_pairs(std::string_view text,
                                           std::span<const std::size_t> lengths,
                                           const MergePriority& priority);

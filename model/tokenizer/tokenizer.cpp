@@ -116,8 +116,9 @@ Tokenizer::Tokenizer(TokenizerVocabulary vocabulary, std::string source)
       // A normal piece is byte-level text; user-defined pieces are plain text.
       std::optional<std::string> bytes;
       if (types_[id] == TokenType::Normal) bytes = from_byte_level(pieces_[id]);
-      if (types_[id] == TokenType::Byte && parse_byte_piece(pieces_[id]) >= 0)
-        bytes = std::string(1, static_cast<char>(parse_byte_piece(pieces_[id])));
+      if (const int byte = parse_byte_piece(pieces_[id]);
+          types_[id] == TokenType::Byte && byte >= 0)
+        bytes = std::string(1, static_cast<char>(byte));
       decoded_[id] = bytes ? std::move(*bytes) : pieces_[id];
     }
   }
@@ -204,10 +205,8 @@ void Tokenizer::encode_sentencepiece(std::string_view text, bool space_prefix,
   input += text;
   const std::vector<std::size_t> lengths = char_lengths(input);
   const auto score = [&](std::string_view left, std::string_view right) -> std::optional<double> {
-    std::string joined;
-    joined.reserve(left.size() + right.size());
-    joined.append(left).append(right);
-    const int id = find_piece(joined);
+    // Adjacent in `input` (pair_merger.h): the joined piece is a view, no copy.
+    const int id = find_piece(std::string_view(left.data(), left.size() + right.size()));
     if (id < 0) return std::nullopt;
     return scores_[id];
   };
