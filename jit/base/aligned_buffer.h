@@ -35,11 +35,24 @@ class AlignedBuffer {
     std::memset(static_cast<char*>(memory) + count * sizeof(T), 0, bytes - count * sizeof(T));
     data_.reset(static_cast<T*>(memory));
     size_ = count;
+    capacity_ = count;
+  }
+  // `count` elements without zeroing them, in the memory already held when it is large
+  // enough (elements past the old size keep whatever they held). A buffer that goes back
+  // and forth between a prefill chunk's rows and one decode row is allocated once, not
+  // freed and mapped again, page faults and all, on every switch.
+  void fit_for_overwrite(std::size_t count) {
+    if (count > capacity_ || !data_) {
+      resize_for_overwrite(count);
+      return;
+    }
+    size_ = count;
   }
 
   T* data() { return data_.get(); }
   const T* data() const { return data_.get(); }
   std::size_t size() const { return size_; }
+  std::size_t capacity() const { return capacity_; }
   std::size_t bytes() const { return size_ * sizeof(T); }
   T& operator[](std::size_t i) { return data_.get()[i]; }
   const T& operator[](std::size_t i) const { return data_.get()[i]; }
@@ -50,6 +63,7 @@ class AlignedBuffer {
   };
   std::unique_ptr<T, Free> data_;
   std::size_t size_ = 0;
+  std::size_t capacity_ = 0;
 };
 
 }  // namespace qforge

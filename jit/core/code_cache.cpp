@@ -3,6 +3,7 @@
 #include <chrono>
 #include <mutex>
 
+#include "jit/core/perf_map.h"
 #include "jit/gemm/amx_generator.h"
 
 namespace qforge {
@@ -35,6 +36,7 @@ CompiledKernel CodeCache::get(const GemmKey& key) {
   try {  // generate outside the lock
     const auto start = std::chrono::steady_clock::now();
     auto code = generate_kernel(key);
+    note_generated_code(code->getCode(), code->getSize(), kernel_name(key));
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     promise.set_value(CompiledKernel{std::move(code), us});

@@ -29,10 +29,14 @@ void prepare_activations(QuantizedActivations& out, std::int64_t m, std::int64_t
   out.k_padded = k_padded;
   out.group = group;
   out.row_stride = stride;
-  out.xq.resize(m * stride);
-  out.scale.resize(m);
-  out.group_sums.resize(m * (k_padded / group));
-  std::memset(out.xq.data(), 0, m * stride);  // padding: xq = 0
+  // The buffers only grow: a layer's scratch switches between a prefill chunk and one
+  // decode row every prompt. Quantization writes xq[r][0, k), the scales and the sums;
+  // the padding [k, stride) of each row is zeroed here.
+  out.xq.fit_for_overwrite(m * stride);
+  out.scale.fit_for_overwrite(m);
+  out.group_sums.fit_for_overwrite(m * (k_padded / group));
+  if (stride > k)
+    for (std::int64_t r = 0; r < m; ++r) std::memset(out.xq.data() + r * stride + k, 0, stride - k);
 }
 
 namespace {

@@ -67,6 +67,38 @@ TEST(Activation, VectorPathIsBitIdenticalToReference) {
   }
 }
 
+// A layer's scratch goes from a prefill chunk to one decode row and back (and the
+// shared buffers of other tests from one K to another): the memory is kept, so the row
+// padding must be zeroed again and every row quantized as in a fresh buffer.
+TEST(Activation, ReusedBuffersQuantizeAsFreshOnes) {
+  struct Shape {
+    std::int64_t m, k, kp, g;
+  };
+  QuantizedActivations reused;
+  const Shape shapes[] = {{9, 250, 256, 32}, {1, 70, 96, 32}, {9, 250, 256, 32}, {4, 37, 64, 64}};
+  for (const Shape& s : shapes) {
+    // A first pass with large values fills the whole row (and so the next shape's
+    // padding) with non-zero bytes.
+    const auto big = test::random_floats(s.m * s.kp, 5, 100.f);
+    prepare_activations(reused, s.m, s.kp, s.kp, s.g);
+    quantize_activations(big.data(), s.kp, reused);
+    const auto x = test::random_floats(s.m * s.k, static_cast<int>(s.k), 1.f);
+    prepare_activations(reused, s.m, s.k, s.kp, s.g);
+    quantize_activations(x.data(), s.k, reused);
+    QuantizedActivations fresh;
+    prepare_activations(fresh, s.m, s.k, s.kp, s.g);
+    quantize_activations(x.data(), s.k, fresh);
+    ASSERT_EQ(reused.row_stride, fresh.row_stride);
+    for (std::int64_t r = 0; r < s.m; ++r) {
+      EXPECT_EQ(reused.scale[r], fresh.scale[r]);
+      EXPECT_EQ(std::memcmp(reused.row(r), fresh.row(r), s.kp), 0) << "K " << s.k << " row " << r;
+      for (std::int64_t i = s.k; i < reused.row_stride; ++i)
+        ASSERT_EQ(int(reused.row(r)[i]), 0) << "padding K " << s.k << " row " << r << " at " << i;
+      for (std::int64_t j = 0; j < s.kp / s.g; ++j) EXPECT_EQ(reused.sums(r)[j], fresh.sums(r)[j]);
+    }
+  }
+}
+
 TEST(Activation, RejectsNonFiniteAndBadShapes) {
   QuantizedActivations q;
   EXPECT_THROW(prepare_activations(q, 1, 0, 64, 64), Error);
