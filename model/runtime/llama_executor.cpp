@@ -44,6 +44,11 @@ void rope(float* vec, int width, const float* rotation, const LlamaConfig& c) {
     }
 }
 
+int checked_sequences(int sequences) {
+  QF_REQUIRE(sequences >= 1, "executor: ", sequences, " sequences (at least 1)");
+  return sequences;
+}
+
 }  // namespace
 
 const char* site_name(LinearSite site) {
@@ -62,11 +67,13 @@ const char* site_name(LinearSite site) {
   return "output";
 }
 
-LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions)
+LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions, int sequences)
     : weights_(weights),
       pool_(pool),
       config_(weights.config),
-      cache_(config_.n_layers, positions > 0 ? positions : config_.seq_len, config_.n_kv_heads,
+      positions_(positions > 0 ? positions : config_.seq_len),
+      sequences_(sequences),
+      cache_(config_.n_layers, positions_ * checked_sequences(sequences), config_.n_kv_heads,
              config_.head_dim, weights.precision.kv),
       qkv_columns_(config_.dim + 2 * config_.kv_dim()) {
   const auto rows = static_cast<std::size_t>(kChunkRows);
@@ -74,19 +81,21 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
   xb_.resize(rows * config_.dim);
   qkv_.resize(rows * qkv_columns_);
   hb_.resize(rows * config_.hidden_dim);
-  scores_.resize(static_cast<std::size_t>(pool.size()) * config_.kv_group() * cache_.positions());
+  scores_.resize(static_cast<std::size_t>(pool.size()) * config_.kv_group() * positions_);
   if (cache_.type() != KvType::f32)  // one decoded block of rows per pool thread
     decoded_.resize(static_cast<std::size_t>(pool.size()) * attention_block_positions() *
                     config_.head_dim);
   rotations_.resize(rows * static_cast<std::size_t>(config_.rope_dim));
+  row_positions_.resize(rows);
+  row_bases_.resize(rows);
 }
 
 std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int start,
                                               bool all_logits) {
   const int count = static_cast<int>(tokens.size());
   QF_REQUIRE(count > 0, "forward: no tokens");
-  QF_REQUIRE(start >= 0 && start + count <= cache_.positions(), "forward: positions ", start, "..",
-             start + count - 1, " exceed the context of ", cache_.positions());
+  QF_REQUIRE(start >= 0 && start + count <= positions_, "forward: positions ", start, "..",
+             start + count - 1, " exceed the context of ", positions_);
   const auto vocab = static_cast<std::size_t>(config_.vocab_size);
   logits_.resize((all_logits ? static_cast<std::size_t>(count) : 1) * vocab);
   for (int done = 0; done < count; done += kChunkRows) {
@@ -103,8 +112,8 @@ std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int s
 void LlamaExecutor::forward_chunk(const int* tokens, int rows, int start, float* logits,
                                   bool all_logits) {
   embed_rows(std::span(tokens, static_cast<std::size_t>(rows)), x_.data());
-  set_rotations(rows, start);
-  for (int l = 0; l < config_.n_layers; ++l) block(l, rows, start);
+  for (int r = 0; r < rows; ++r) set_row(r, 0, start + r);
+  for (int l = 0; l < config_.n_layers; ++l) block(l, rows);
   if (logits == nullptr) return;
   // The classifier sees every row, or only the last one.
   head(all_logits ? 0 : rows - 1, rows, logits);
@@ -123,12 +132,12 @@ void LlamaExecutor::forward_block(int layer, float* x, int rows, int start) {
   QF_REQUIRE(rows > 0 && rows <= kChunkRows, "forward_block: ", rows, " rows (1..", kChunkRows,
              ")");
   QF_REQUIRE(layer >= 0 && layer < config_.n_layers, "forward_block: no layer ", layer);
-  QF_REQUIRE(start >= 0 && start + rows <= cache_.positions(), "forward_block: positions ", start,
-             "..", start + rows - 1, " exceed the context of ", cache_.positions());
+  QF_REQUIRE(start >= 0 && start + rows <= positions_, "forward_block: positions ", start, "..",
+             start + rows - 1, " exceed the context of ", positions_);
   const std::size_t values = static_cast<std::size_t>(rows) * config_.dim;
   std::copy_n(x, values, x_.data());
-  set_rotations(rows, start);
-  block(layer, rows, start);
+  for (int r = 0; r < rows; ++r) set_row(r, 0, start + r);
+  block(layer, rows);
   std::copy_n(x_.data(), values, x);
 }
 
@@ -143,12 +152,53 @@ void LlamaExecutor::forward_head(const float* x, int rows, float* logits) {
   head(0, rows, logits_.data());
 }
 
-void LlamaExecutor::set_rotations(int rows, int start) {
-  for (int r = 0; r < rows; ++r)
-    rope_rotation(rotations_.data() + r * config_.rope_dim, start + r, config_);
+std::span<const float> LlamaExecutor::forward_batch(std::span<const BatchToken> batch) {
+  const int count = static_cast<int>(batch.size());
+  QF_REQUIRE(count > 0, "forward_batch: no rows");
+  int wanted = 0;
+  for (const BatchToken& row : batch) {
+    QF_REQUIRE(row.sequence >= 0 && row.sequence < sequences_, "forward_batch: sequence ",
+               row.sequence, " (the executor holds ", sequences_, ")");
+    QF_REQUIRE(row.position >= 0 && row.position < positions_, "forward_batch: position ",
+               row.position, " exceeds the context of ", positions_);
+    wanted += row.logits ? 1 : 0;
+  }
+  const auto vocab = static_cast<std::size_t>(config_.vocab_size);
+  logits_.resize(static_cast<std::size_t>(wanted) * vocab);
+  std::vector<int> tokens(static_cast<std::size_t>(kChunkRows));
+  float* out = logits_.data();
+  for (int done = 0; done < count; done += kChunkRows) {
+    const int rows = std::min(kChunkRows, count - done);
+    int selected = 0;
+    for (int r = 0; r < rows; ++r) {
+      const BatchToken& row = batch[static_cast<std::size_t>(done + r)];
+      tokens[static_cast<std::size_t>(r)] = row.token;
+      set_row(r, row.sequence, row.position);
+    }
+    embed_rows(std::span(tokens.data(), static_cast<std::size_t>(rows)), x_.data());
+    for (int l = 0; l < config_.n_layers; ++l) block(l, rows);
+    // The rows that want logits, moved to the front of x_ in order, through the head.
+    for (int r = 0; r < rows; ++r) {
+      if (!batch[static_cast<std::size_t>(done + r)].logits) continue;
+      if (selected != r)
+        std::copy_n(x_.data() + std::size_t(r) * config_.dim, config_.dim,
+                    x_.data() + std::size_t(selected) * config_.dim);
+      ++selected;
+    }
+    if (selected == 0) continue;
+    head(0, selected, out);
+    out += static_cast<std::size_t>(selected) * vocab;
+  }
+  return logits_;
 }
 
-void LlamaExecutor::block(int l, int rows, int start) {
+void LlamaExecutor::set_row(int r, int sequence, int position) {
+  row_positions_[static_cast<std::size_t>(r)] = position;
+  row_bases_[static_cast<std::size_t>(r)] = sequence * positions_;
+  rope_rotation(rotations_.data() + std::size_t(r) * config_.rope_dim, position, config_);
+}
+
+void LlamaExecutor::block(int l, int rows) {
   const LlamaConfig& c = config_;
   const int dim = c.dim;
   LayerWeights& layer = weights_.layers[static_cast<std::size_t>(l)];
@@ -164,9 +214,9 @@ void LlamaExecutor::block(int l, int rows, int start) {
     const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
     rope(q, dim, rotation, c);
     rope(k, c.kv_dim(), rotation, c);
-    cache_.store(l, start + r, k, k + c.kv_dim());
+    cache_.store(l, row_bases_[std::size_t(r)] + row_positions_[std::size_t(r)], k, k + c.kv_dim());
   }
-  attention(l, rows, start);
+  attention(l, rows);
   observe(l, LinearSite::wo, xb_.data(), rows, dim);
   layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
   normalized_linear(*layer.gate_up, l, LinearSite::gate_up, x_.data(), rows, layer.ffn_norm.data(),
@@ -218,7 +268,7 @@ void LlamaExecutor::normalized_linear(LinearLayer& layer, int l, LinearSite site
 // in turn (a prompt's later rows attend to more positions, so contiguous ranges would
 // give the last thread the most work); the group is sliced only when there are fewer
 // (row, kv head) pairs than threads.
-void LlamaExecutor::attention(int layer, int rows, int start) {
+void LlamaExecutor::attention(int layer, int rows) {
   const LlamaConfig& c = config_;
   const int head_dim = c.head_dim, group = c.kv_group(), kv_heads = c.n_kv_heads;
   const int threads = pool_.size();
@@ -228,19 +278,21 @@ void LlamaExecutor::attention(int layer, int rows, int start) {
   const int block = attention_block_positions();
   const float scale = std::sqrt(static_cast<float>(head_dim));
   pool_.run([&](int t) {
-    float* scores = scores_.data() + std::size_t(t) * group * cache_.positions();
+    float* scores = scores_.data() + std::size_t(t) * group * positions_;
     for (int item = t; item < items; item += threads) {
       const int r = item / (kv_heads * slices);
       const int kv_head = item / slices % kv_heads, slice = item % slices;
       const int first = kv_head * group + group * slice / slices;  // this slice's heads
       const int heads = group * (slice + 1) / slices - group * slice / slices;
-      const int count = start + r + 1;
-      // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h).
-      const KvRows keys = cache_.keys(layer, kv_head);
-      const KvRows values = cache_.values(layer, kv_head);
+      const int count = row_positions_[std::size_t(r)] + 1;
+      // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h); the
+      // row's sequence has its own region of them.
+      const int base = row_bases_[std::size_t(r)];
+      const KvRows keys = cache_.keys(layer, kv_head).from(base);
+      const KvRows values = cache_.values(layer, kv_head).from(base);
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + first * head_dim;
       float* out = xb_.data() + std::size_t(r) * c.dim + first * head_dim;
-      auto head_scores = [&](int h) { return scores + std::size_t(h) * cache_.positions(); };
+      auto head_scores = [&](int h) { return scores + std::size_t(h) * positions_; };
       // A block of bf16 / int8 rows is decoded to f32 once and read by every head of the
       // group from L1 (widening it in each head's loop would cost group times as much).
       float* decoded = decoded_.data() + std::size_t(t) * block * head_dim;

@@ -49,18 +49,39 @@ class LinearInputObserver {
   virtual void observe(int layer, LinearSite site, const float* x, int rows, int k) = 0;
 };
 
+// One row of a batch over several sequences: `token` at `position` of `sequence`, and
+// whether its logits are wanted.
+struct BatchToken {
+  int token = 0;
+  int sequence = 0;
+  int position = 0;
+  bool logits = false;
+};
+
 class LlamaExecutor {
  public:
   static constexpr int kChunkRows = 128;
 
   // `weights` and `pool` must outlive the executor. The cache holds `positions`
-  // positions (0: the model's context length).
-  LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions = 0);
+  // positions (0: the model's context length) for each of `sequences` sequences, each in
+  // a region of its own:
+  //
+  //   cache rows of a kv head:  [ sequence 0: positions 0..P-1 | sequence 1: 0..P-1 | ... ]
+  LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positions = 0, int sequences = 1);
 
   // Runs `tokens` at positions [start, start + size) and returns the last token's logits,
   // or with all_logits every token's (size x vocab, row-major). The span stays valid until
   // the next call.
   std::span<const float> forward(std::span<const int> tokens, int start, bool all_logits = false);
+
+  // Continuous batching: rows of any sequences at any positions go through the layers
+  // together (M = rows: one weight stream for all of them), each row attending to its own
+  // sequence's cache up to its position. A sequence's rows must come in position order,
+  // every earlier position already cached or earlier in the batch. Returns the logits of
+  // the rows that ask for them, in batch order (count x vocab). Each row's logits are
+  // bit-identical to running its sequence alone (neither the M of a call nor its
+  // neighbours change the arithmetic of a row).
+  std::span<const float> forward_batch(std::span<const BatchToken> rows);
 
   // The observer (or nullptr) sees every linear input of the calls that follow.
   void set_observer(LinearInputObserver* observer) { observer_ = observer; }
@@ -75,33 +96,39 @@ class LlamaExecutor {
   void forward_head(const float* x, int rows, float* logits);
 
   int vocab_size() const { return config_.vocab_size; }
-  int positions() const { return cache_.positions(); }
+  int positions() const { return positions_; }  // per sequence
+  int sequences() const { return sequences_; }
   const KvCache& cache() const { return cache_; }
 
  private:
   void forward_chunk(const int* tokens, int rows, int start, float* logits, bool all_logits);
-  // Block `layer` on rows x_[0, rows) at positions from `start` (rotations_ must hold them).
-  void block(int layer, int rows, int start);
+  // Sets row r's sequence and position for the chunk's rows, and their rotations.
+  void set_row(int r, int sequence, int position);
+  // Block `layer` on rows x_[0, rows) at the positions set_row gave them.
+  void block(int layer, int rows);
   void head(int first, int rows, float* logits);  // rows [first, rows) of x_
   void normalized_linear(LinearLayer& layer, int l, LinearSite site, const float* x, int rows,
                          const float* norm_weight, float* out, int ldc);
-  void set_rotations(int rows, int start);
   void observe(int layer, LinearSite site, const float* x, int rows, int k) {
     if (observer_ != nullptr) observer_->observe(layer, site, x, rows, k);
   }
-  void attention(int layer, int rows, int start);
+  void attention(int layer, int rows);
   int attention_block_positions() const;
 
   LlamaWeights& weights_;
   ThreadPool& pool_;
   const LlamaConfig& config_;
-  KvCache cache_;
+  int positions_;  // per sequence
+  int sequences_;
+  KvCache cache_;  // positions_ x sequences_ rows per kv head
   int qkv_columns_;
   // Activations of one chunk (kChunkRows rows each).
   std::vector<float> x_, xb_, qkv_, hb_;
-  std::vector<float> scores_;     // per pool thread, one row of scores per head of a group
-  std::vector<float> decoded_;    // per pool thread, one attention block of bf16/int8 rows as f32
-  std::vector<float> rotations_;  // RoPE cos/sin per pair of a head, one row per position
+  std::vector<float> scores_;       // per pool thread, one row of scores per head of a group
+  std::vector<float> decoded_;      // per pool thread, one attention block of bf16/int8 rows as f32
+  std::vector<float> rotations_;    // RoPE cos/sin per pair of a head, one row per chunk row
+  std::vector<int> row_positions_;  // per chunk row: its position in its sequence
+  std::vector<int> row_bases_;      // per chunk row: its sequence's first cache row
   std::vector<float> logits_;
   LinearInputObserver* observer_ = nullptr;
 };
