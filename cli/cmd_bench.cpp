@@ -40,6 +40,7 @@ struct Options {
   int n_prompt = 128;
   int n_gen = 32;
   int repetitions = 5;
+  int parallel = 1;  // > 1: also decode this many sequences batched
   std::vector<std::string> quants;
   std::string text;
   bool json = false;
@@ -75,6 +76,33 @@ std::vector<int> bench_prompt(int length, int vocab) {
 
 int argmax(std::span<const float> logits) {
   return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// Aggregate decode tokens/s of `sequences` sequences decoded together (one batched
+// forward per step, M = sequences), each after the same prompt: r timed runs, the median.
+std::vector<double> batched_decode_rates(LlamaWeights& weights, ThreadPool& pool, const Options& o,
+                                         const std::vector<int>& prompt, int sequences) {
+  LlamaExecutor executor(weights, pool, o.n_prompt + o.n_gen + 1, sequences);
+  std::vector<BatchToken> batch;
+  std::vector<double> rates;
+  for (int run = -1; run < o.repetitions; ++run) {  // run -1: warm-up, not recorded
+    batch.clear();
+    for (int s = 0; s < sequences; ++s)
+      for (std::size_t p = 0; p < prompt.size(); ++p)
+        batch.push_back({prompt[p], s, static_cast<int>(p), p + 1 == prompt.size()});
+    std::span<const float> logits = executor.forward_batch(batch);
+    const auto vocab = static_cast<std::size_t>(executor.vocab_size());
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.n_gen; ++i) {
+      batch.clear();
+      for (int s = 0; s < sequences; ++s)
+        batch.push_back({argmax(logits.subspan(s * vocab, vocab)), s,
+                         static_cast<int>(prompt.size()) + i, true});
+      logits = executor.forward_batch(batch);
+    }
+    if (run >= 0) rates.push_back(sequences * o.n_gen / seconds_since(start));
+  }
+  return rates;
 }
 
 // One precision, in the child process: returns the JSON record.
@@ -134,6 +162,14 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   j["policy"] = policy_summary(model.weights);
   j["prefill_on_amx"] =
       std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) { return key.isa == Isa::amx; });
+  if (o.parallel > 1 && o.n_gen > 0) {
+    const std::vector<double> rates =
+        batched_decode_rates(session->model.weights, *session->pool, o, prompt, o.parallel);
+    j["parallel"] = o.parallel;
+    j["parallel_decode_tok_s"] = median(rates);
+    j["samples"]["parallel_decode_tok_s"] = rates;
+    j["parallel_speedup"] = median(decode) > 0 ? median(rates) / median(decode) : 0.0;
+  }
   if (!o.text.empty()) {
     const std::vector<int> tokens =
         model.tokenizer.encode(read_text_file(o.text), model.tokenizer.adds_bos(), false);
@@ -229,6 +265,12 @@ void print_table(const std::vector<nlohmann::json>& rows) {
         r["bw_ratio"].get<double>(), mib(r["weight_bytes"].get<double>()).c_str(),
         mib(r["peak_rss_bytes"].get<double>()).c_str(), ppl.c_str(), speedup.c_str());
   }
+  for (const auto& r : rows)
+    if (r.contains("parallel"))
+      std::printf(
+          "%s decode of %d sequences batched: %.2f tok/s in all, %.2fx one sequence's rate\n",
+          r["quant"].get<std::string>().c_str(), r["parallel"].get<int>(),
+          r["parallel_decode_tok_s"].get<double>(), r["parallel_speedup"].get<double>());
   for (const auto& r : rows)
     std::printf("%s policy: %s\n", r["quant"].get<std::string>().c_str(),
                 r["policy"].get<std::string>().c_str());
@@ -345,6 +387,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--quant", options->quants,
                   "Precisions, comma-separated: f32,bf16,int8,int4-g128,native,...")
       ->delimiter(',');
+  cmd->add_option("--parallel", options->parallel,
+                  "Also decode this many sequences together, one batched forward per step "
+                  "(continuous batching), and report the aggregate tokens/s")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("-f,--file", options->text, "Text file: also report each precision's perplexity");
   cmd->add_flag("--json", options->json, "One JSON object per precision on stdout");
   cmd->callback([options] { bench(*options); });

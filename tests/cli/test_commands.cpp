@@ -124,6 +124,18 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
 // Layout v3 reads no more per decode step than the file holds: a native run of Q8_0, Q4_0
 // and Q4_1 files (the classifier kept native too) against the file's own tensor bytes,
 // counted here from the GGUF's tensor infos by ggml's block sizes.
+TEST(Bench, ParallelDecodesSequencesTogether) {
+  const auto r = test::run_command(kQforge + " bench -m " + stories() +
+                                   " --quant int8 -p 8 -n 4 -r 1 -t 2 --parallel 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 1u) << r.output;
+  EXPECT_EQ(records[0]["parallel"].get<int>(), 3);
+  EXPECT_GT(records[0]["parallel_decode_tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(records[0]["samples"]["parallel_decode_tok_s"].size(), 1u);
+  EXPECT_NE(test::run_command(kQforge + " bench -m " + stories() + " --parallel 0").exit_code, 0);
+}
+
 TEST(Bench, NativeDecodeReadsNoMoreThanTheFileHolds) {
   for (const char* type : {"q8_0", "q4_0", "q4_1"}) {
     const std::string path = temp_path(std::string("bytes_") + type + ".gguf");
