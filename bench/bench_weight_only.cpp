@@ -5,7 +5,8 @@
 //
 // Per case (N, K, M, bits, threads, math) the two layers run whole calls (activation copy or
 // quantization included) in turns; for M <= 4 each rotates through enough weight copies
-// to exceed 8x the reported L3 (kColdWeightsL3Multiple), so memory, not cache, is timed.
+// to span 8x the reported L3, at most 1 GiB (cold_weight_copies), so memory, not cache,
+// is timed.
 // Counters (medians):
 //   GBps, bw_ratio        packed bytes read per second by the weight-only layer, and that
 //                         over this machine's streaming read bandwidth (same threads)

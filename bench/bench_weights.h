@@ -1,6 +1,6 @@
 // What the layer benchmarks share for timing weights that stream from memory: how many
 // copies of a layer's packed weights a call rotates through so that decode-sized calls
-// (M <= 4) read cold weights (kColdWeightsL3Multiple x the reported L3), and a copy.
+// (M <= 4) read cold weights (cold_weight_copies), and a copy.
 #pragma once
 
 #include <algorithm>
@@ -15,8 +15,7 @@ namespace qforge::bench {
 
 inline int rotation_copies(std::int64_t m, std::int64_t bytes) {
   if (m > 4) return 1;
-  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
+  return cold_weight_copies(bytes);
 }
 
 inline PackedWeights copy_of(const PackedWeights& p) {

@@ -18,6 +18,12 @@
 #include "jit/tune/float_peak_kernel.h"
 
 namespace qforge {
+
+int cold_weight_copies(std::int64_t bytes) {
+  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
+  const double span = std::min(kColdWeightsL3Multiple * l3, double(kColdWeightsMaxBytes));
+  return static_cast<int>(span / double(std::max<std::int64_t>(bytes, 1))) + 2;
+}
 namespace {
 
 using Clock = std::chrono::steady_clock;

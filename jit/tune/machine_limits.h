@@ -13,6 +13,15 @@ namespace qforge {
 // per CCX, and a guest's vCPUs may sit on several, so twice the reported size can still be
 // served from cache (measured: 2x gave M = 1 times 2.5-4.6x too fast on a KVM EPYC guest).
 inline constexpr double kColdWeightsL3Multiple = 8;
+// ... but never more than this: some guests report the whole socket's L3 (508 MiB on a
+// 2-vCPU EPYC guest whose vCPUs sit on 32 MiB CCXs), and 4 GiB of copies per benchmarked
+// shape cost more time than the tuner's budget. 1 GiB is still twice the largest L3 a
+// socket has (504 MiB).
+inline constexpr std::int64_t kColdWeightsMaxBytes = std::int64_t{1} << 30;
+// How many copies of `bytes` of weights a decode-sized call rotates through so that each
+// call reads its weights from memory: min(kColdWeightsL3Multiple x L3, kColdWeightsMaxBytes)
+// of them, plus two.
+int cold_weight_copies(std::int64_t bytes);
 
 // GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
 // threads: the best of one sequential stream and four prefetched streams per thread, three

@@ -56,8 +56,7 @@ PackedWeights pack_for(const GemmKey& shape, int threads) {
 int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes, bool cold) {
   const std::int64_t smallest = *std::min_element(ms.begin(), ms.end());
   if (smallest > 4 && !cold) return 1;
-  const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  return static_cast<int>(kColdWeightsL3Multiple * l3 / double(bytes)) + 2;
+  return cold_weight_copies(bytes);
 }
 
 }  // namespace
