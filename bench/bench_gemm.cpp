@@ -10,9 +10,9 @@
 //   peak_ratio  GOPS / this machine's int8 dot-product peak (same thread count)
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
 // For M <= 4 both rotate through enough weight copies to span 8x the reported L3 size, at
-// most 1 GiB (cold_weight_copies), so memory, not cache, is measured. oneDNN has no int4 matmul: int4
-// cases are compared with oneDNN's int8 on the same shape. BM_LinearAmx puts the AMX kernel beside
-// the zmm one over M (skipped, with the reason, where AMX does not run natively).
+// most 1 GiB (cold_weight_copies), so memory, not cache, is measured. oneDNN has no int4 matmul:
+// int4 cases are compared with oneDNN's int8 on the same shape. BM_LinearAmx puts the AMX kernel
+// beside the zmm one over M (skipped, with the reason, where AMX does not run natively).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
