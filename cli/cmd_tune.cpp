@@ -104,8 +104,8 @@ void tune(const Options& o) {
   options.threads = threads;
   options.ms = o.ms;
   if (o.budget_seconds - seconds_since(start) >= kLimitsMinBudget) {
-    const std::size_t bytes =
-        std::max<std::size_t>(std::size_t{256} << 20, 4 * cpu_info().l3_bytes);
+    // Past the caches, within what the tuner's own rotations span.
+    const auto bytes = static_cast<std::size_t>(kTunerColdWeightsMaxBytes);
     options.limits.read_gbps = read_bandwidth_gbps(threads, bytes);
     options.limits.dot_gops = dot_peak_gops(threads, 5'000'000);
   }

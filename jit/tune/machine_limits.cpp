@@ -19,9 +19,9 @@
 
 namespace qforge {
 
-int cold_weight_copies(std::int64_t bytes) {
+int cold_weight_copies(std::int64_t bytes, std::int64_t max_bytes) {
   const double l3 = double(std::max<std::uint64_t>(cpu_info().l3_bytes, 8u << 20));
-  const double span = std::min(kColdWeightsL3Multiple * l3, double(kColdWeightsMaxBytes));
+  const double span = std::min(kColdWeightsL3Multiple * l3, double(max_bytes));
   return static_cast<int>(span / double(std::max<std::int64_t>(bytes, 1))) + 2;
 }
 namespace {

@@ -18,10 +18,14 @@ inline constexpr double kColdWeightsL3Multiple = 8;
 // shape cost more time than the tuner's budget. 1 GiB is still twice the largest L3 a
 // socket has (504 MiB).
 inline constexpr std::int64_t kColdWeightsMaxBytes = std::int64_t{1} << 30;
+// The tuner ranks blockings rather than stating bandwidth ratios, and sets up a rotation per
+// shape within a few seconds' budget: it spans at most this (8x a 32 MiB CCX's L3, 2.4x
+// a 105 MiB Xeon L3).
+inline constexpr std::int64_t kTunerColdWeightsMaxBytes = std::int64_t{256} << 20;
 // How many copies of `bytes` of weights a decode-sized call rotates through so that each
-// call reads its weights from memory: min(kColdWeightsL3Multiple x L3, kColdWeightsMaxBytes)
-// of them, plus two.
-int cold_weight_copies(std::int64_t bytes);
+// call reads its weights from memory: min(kColdWeightsL3Multiple x L3, max_bytes) of them,
+// plus two.
+int cold_weight_copies(std::int64_t bytes, std::int64_t max_bytes = kColdWeightsMaxBytes);
 
 // GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
 // threads: the best of one sequential stream and four prefetched streams per thread, three

@@ -56,7 +56,7 @@ PackedWeights pack_for(const GemmKey& shape, int threads) {
 int rotation_copies(std::span<const std::int64_t> ms, std::int64_t bytes, bool cold) {
   const std::int64_t smallest = *std::min_element(ms.begin(), ms.end());
   if (smallest > 4 && !cold) return 1;
-  return cold_weight_copies(bytes);
+  return cold_weight_copies(bytes, kTunerColdWeightsMaxBytes);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 //
 //   per task (shape x bucket; the bucket's M values are measured together)
 //     set up      random weights packed for the shape; for M <= 4 rotating copies over
-//                 8 x L3, at most 1 GiB (cold_weight_copies)
+//                 8 x L3, at most 256 MiB (kTunerColdWeightsMaxBytes)
 //     default     warm-up, then median of repeats; its spread is the first noise estimate
 //     tiles       MR x NR with the default's K unroll and prefetch      \  successive halving:
 //     streaming   the best tile with every K unroll x prefetch          /  3, 6, 12... samples,
