@@ -4,9 +4,9 @@
 //   weights   W copies of the packed matrix, back to back:  [copy 0][copy 1]...[copy W-1]
 //             W = 1 for M > 4 (a GEMM reuses its weights from cache within a call);
 //             for M <= 4, or when asked for cold weights, enough copies to span 8 x the
-//             reported L3 (at most kTunerColdWeightsMaxBytes), and every call reads the next one,
-//             so memory is measured, not cache (a model's layers reach each call with their weights
-//             cold)
+//             reported L3 (at most kTunerColdWeightsMaxBytes), and every call reads the
+//             next one, so memory is measured, not cache (a model's layers reach each
+//             call with their weights cold)
 //   per M     quantized activations, the output, bias / residual when the epilogue has them
 //   a call    split over the pool as QuantizedLinear::forward splits it (call_split.h), by
 //             units unless the caller asks for rows
