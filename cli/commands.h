@@ -15,6 +15,7 @@ void register_quant_report(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_rescale(CLI::App& app);
 void register_run(CLI::App& app);
+void register_serve(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_tune(CLI::App& app);
 

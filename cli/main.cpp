@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   qforge::cli::register_quant_report(app);
   qforge::cli::register_perplexity(app);
   qforge::cli::register_run(app);
+  qforge::cli::register_serve(app);
   qforge::cli::register_chat(app);
   qforge::cli::register_synth(app);
   qforge::cli::register_tune(app);
