@@ -169,11 +169,15 @@ TEST(OpenAiServer, StreamsTheSameTextAsServerSentEvents) {
       const json chunk = json::parse(data[i]);
       const json& choice = chunk["choices"][0];
       text += chat ? choice["delta"].value("content", "") : choice["text"].get<std::string>();
-      if (chat && i == 0) EXPECT_EQ(choice["delta"]["role"], "assistant");
+      if (chat && i == 0) {
+        EXPECT_EQ(choice["delta"]["role"], "assistant");
+      }
       const bool last = i + 2 == data.size();
       EXPECT_EQ(choice["finish_reason"].is_null(), !last);
       EXPECT_EQ(chunk.contains("usage"), last);
-      if (last) EXPECT_EQ(chunk["usage"]["completion_tokens"], 25);
+      if (last) {
+        EXPECT_EQ(chunk["usage"]["completion_tokens"], 25);
+      }
     }
     const std::vector<int> prompt = chat ? m.model.tokenizer.encode_prompt(render_chat(
                                                ChatFormat::Llama2, {{"user", "Hi"}}, true))
