@@ -173,10 +173,10 @@ void OpenAiServer::route() {
         er.sampling.temperature = r.temperature;
         er.sampling.top_p = r.top_p;
         er.sampling.top_k = r.top_k;
+        // A given seed as it is (0 as 1: xorshift64* needs a non-zero state), else the clock.
         er.sampling.seed = r.seed.value_or(static_cast<std::uint64_t>(
-                               std::chrono::steady_clock::now().time_since_epoch().count())) |
-                           1u;  // xorshift64* needs a non-zero state
-        if (r.seed) er.sampling.seed = *r.seed == 0 ? 1 : *r.seed;
+            std::chrono::steady_clock::now().time_since_epoch().count()));
+        if (er.sampling.seed == 0) er.sampling.seed = 1;
         er.stop = r.stop;
         auto channel = std::make_shared<RequestChannel>();
         er.channel = channel;
@@ -263,19 +263,19 @@ std::string OpenAiServer::metrics_text() const {
     for (const auto& [status, count] : status_counts_)
       out << "qforge_http_responses_total{status=\"" << status << "\"} " << count << '\n';
   }
-  metric("qforge_prompt_tokens_total", "counter", "Prompt tokens admitted to a slot.");
-  out << "qforge_prompt_tokens_total " << m.prompt_tokens << '\n';
-  metric("qforge_generated_tokens_total", "counter", "Tokens sampled.");
-  out << "qforge_generated_tokens_total " << m.generated_tokens << '\n';
-  metric("qforge_decode_tokens_per_second", "gauge",
-         "Tokens sampled per second of forward steps, since the start.");
-  out << "qforge_decode_tokens_per_second " << m.decode_tokens_per_second() << '\n';
-  metric("qforge_queue_depth", "gauge", "Requests waiting for a slot.");
-  out << "qforge_queue_depth " << m.queue_depth << '\n';
-  metric("qforge_active_slots", "gauge", "Slots running a request.");
-  out << "qforge_active_slots " << m.active_slots << '\n';
-  metric("qforge_slots", "gauge", "Slots (sequences batched together).");
-  out << "qforge_slots " << m.slots << '\n';
+  const auto single = [&](const char* name, const char* type, const char* help, double value) {
+    metric(name, type, help);
+    out << name << ' ' << value << '\n';
+  };
+  single("qforge_prompt_tokens_total", "counter", "Prompt tokens admitted to a slot.",
+         double(m.prompt_tokens));
+  single("qforge_generated_tokens_total", "counter", "Tokens sampled.", double(m.generated_tokens));
+  single("qforge_decode_tokens_per_second", "gauge",
+         "Tokens sampled per second of forward steps, since the start.",
+         m.decode_tokens_per_second());
+  single("qforge_queue_depth", "gauge", "Requests waiting for a slot.", m.queue_depth);
+  single("qforge_active_slots", "gauge", "Slots running a request.", m.active_slots);
+  single("qforge_slots", "gauge", "Slots (sequences batched together).", m.slots);
   metric("qforge_time_to_first_token_seconds", "histogram",
          "From a request's submission to its first sampled token.");
   std::uint64_t cumulative = 0;

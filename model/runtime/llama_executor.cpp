@@ -165,17 +165,16 @@ std::span<const float> LlamaExecutor::forward_batch(std::span<const BatchToken> 
   }
   const auto vocab = static_cast<std::size_t>(config_.vocab_size);
   logits_.resize(static_cast<std::size_t>(wanted) * vocab);
-  std::vector<int> tokens(static_cast<std::size_t>(kChunkRows));
   float* out = logits_.data();
   for (int done = 0; done < count; done += kChunkRows) {
     const int rows = std::min(kChunkRows, count - done);
     int selected = 0;
     for (int r = 0; r < rows; ++r) {
       const BatchToken& row = batch[static_cast<std::size_t>(done + r)];
-      tokens[static_cast<std::size_t>(r)] = row.token;
+      batch_tokens_[static_cast<std::size_t>(r)] = row.token;
       set_row(r, row.sequence, row.position);
     }
-    embed_rows(std::span(tokens.data(), static_cast<std::size_t>(rows)), x_.data());
+    embed_rows(std::span(batch_tokens_.data(), static_cast<std::size_t>(rows)), x_.data());
     for (int l = 0; l < config_.n_layers; ++l) block(l, rows);
     // The rows that want logits, moved to the front of x_ in order, through the head.
     for (int r = 0; r < rows; ++r) {

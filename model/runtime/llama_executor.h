@@ -129,6 +129,7 @@ class LlamaExecutor {
   std::vector<float> rotations_;    // RoPE cos/sin per pair of a head, one row per chunk row
   std::vector<int> row_positions_;  // per chunk row: its position in its sequence
   std::vector<int> row_bases_;      // per chunk row: its sequence's first cache row
+  std::vector<int> batch_tokens_ = std::vector<int>(kChunkRows);  // forward_batch's chunk
   std::vector<float> logits_;
   LinearInputObserver* observer_ = nullptr;
 };
