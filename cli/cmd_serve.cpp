@@ -66,7 +66,10 @@ std::string file_stem(const std::string& path) {
 
 void serve(const Options& o) {
   const AppliedModelOptions applied = apply_model_options(o.model);
-  auto session = open_model_session(o.model, model_precision(o.model), applied.threads, 1);
+  // Loaded through the C API; the slots are one executor's sequences, so that every step
+  // runs all of them through the weights once (a qf_sequence each would read them N times).
+  const std::unique_ptr<qf_model> handle = open_model_handle(o.model, applied.threads);
+  ModelSession* session = handle->session.get();
   const LoadedModel& model = session->model;
   const int positions = std::min(model.weights.config.seq_len, o.ctx);
   session->executor = std::make_unique<LlamaExecutor>(session->model.weights, *session->pool,

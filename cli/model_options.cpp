@@ -106,3 +106,38 @@ std::unique_ptr<ModelSession> open_model_session(const ModelOptions& o, const Pr
 }
 
 }  // namespace qforge::cli
+
+namespace qforge::cli {
+
+std::unique_ptr<qf_model> open_model_handle(const ModelOptions& o, int threads, bool quiet) {
+  const Precision precision = model_precision(o);
+  ProgressBar bar("loading " + to_string(precision), quiet);
+  const auto c_strings = [](const std::vector<std::string>& items) {
+    std::vector<const char*> out;
+    for (const std::string& item : items) out.push_back(item.c_str());
+    return out;
+  };
+  const std::vector<const char*> keeps = c_strings(o.keeps);
+  const std::vector<const char*> tensor_types = c_strings(o.tensor_types);
+  qf_model_params params = qf_model_default_params();
+  params.quant = o.quant.c_str();
+  params.lm_head = o.lm_head.c_str();
+  params.kv = o.kv.c_str();
+  params.preset = o.preset.c_str();
+  params.keep = keeps.data();
+  params.n_keep = static_cast<int>(keeps.size());
+  params.tensor_types = tensor_types.data();
+  params.n_tensor_types = static_cast<int>(tensor_types.size());
+  params.tokenizer = o.tokenizer.c_str();
+  params.threads = threads;
+  params.progress = [](int done, int total, void* user) {
+    static_cast<ProgressBar*>(user)->update(done, total, "layers");
+  };
+  params.progress_user = &bar;
+  auto model =
+      capi::load_model(o.model, params, method_preparer(o.methods, precision, threads, quiet));
+  bar.finish();
+  return model;
+}
+
+}  // namespace qforge::cli

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "capi/capi_handles.h"
 #include "cli/calibrated_methods.h"
 #include "cli/tuning_option.h"
 #include "model/runtime/model_session.h"
@@ -66,5 +67,11 @@ std::unique_ptr<ModelSession> open_model_session(const ModelOptions& options,
                                                  int positions = 0, bool quiet = false,
                                                  bool with_methods = true,
                                                  const ModelPreparer& after = {});
+
+// The same through the C API (include/qforge.h): the options become qf_model_params
+// (--max-isa, --amx, --woq-math and the tuning are applied by apply_model_options, not
+// again here); the calibrated methods run on the file as it opens.
+std::unique_ptr<qf_model> open_model_handle(const ModelOptions& options, int threads,
+                                            bool quiet = false);
 
 }  // namespace qforge::cli

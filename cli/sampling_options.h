@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 
 #include "model/runtime/sampler.h"
 
@@ -16,5 +17,6 @@ struct SamplingFlags {
 
 void add_sampling_options(CLI::App* cmd, SamplingFlags& flags);
 Sampler make_sampler(const SamplingFlags& flags);
+std::uint64_t sampling_seed(const SamplingFlags& flags);  // --seed, else from the clock
 
 }  // namespace qforge::cli

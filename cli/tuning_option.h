@@ -3,11 +3,7 @@
 //   --tuning FILE   read this database instead of the default one for this CPU
 //   --no-tuning     analytic default blockings only
 //
-// apply_tuning() loads the database (default: $XDG_CACHE_HOME/qforge/tuning/<signature>.json)
-// and installs it for the run's thread count. A missing default database is silent; an
-// unreadable, foreign (another CPU signature), old (another format or generator version)
-// or corrupt one is ignored with one warning line on stderr. Tuning changes which kernel
-// blocking runs, never the results.
+// apply_tuning() installs the database for the run's thread count (capi/tuning_setup.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,6 +11,7 @@
 #include <span>
 #include <string>
 
+#include "capi/tuning_setup.h"
 #include "jit/gemm/gemm_key.h"
 
 namespace qforge::cli {
@@ -26,13 +23,7 @@ struct TuningOptions {
 
 void add_tuning_options(CLI::App* command, TuningOptions& options);
 
-struct TuningStatus {
-  bool active = false;      // a database is installed
-  std::string path;         // the database read or looked for ("" with --no-tuning)
-  std::size_t entries = 0;  // entries in it (all thread counts)
-  std::string warning;      // the line printed on stderr, if one was
-  int amx_min_m = 0;        // the AMX row threshold the database set (0: the default)
-};
+using qforge::TuningStatus;
 
 // Call before the model is loaded (kernels are generated at load time).
 TuningStatus apply_tuning(const TuningOptions& options, int threads);

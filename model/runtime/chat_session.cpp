@@ -35,7 +35,8 @@ GenerationStats ChatSession::reply(std::string_view user, int max_tokens,
                                                  answer.append(piece);
                                                  on_text(piece);
                                                },
-                                               /*echo_prompt=*/false});
+                                               /*echo_prompt=*/false,
+                                               {}});
   messages_.push_back({"assistant", answer});
   // The cache holds the prompt and the reply tokens fed back (all of them when the model
   // ended its turn, all but the last when the budget ran out).

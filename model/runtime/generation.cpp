@@ -36,14 +36,14 @@ GenerationStats continue_generation(LlamaExecutor& executor, const Tokenizer& to
   stats.next_position = start;
   Utf8Stream text;
   const auto emit = [&](std::string_view piece) {
-    if (const std::string s = text.push(piece); !s.empty()) out.on_text(s);
+    if (const std::string s = text.push(piece); !s.empty() && out.on_text) out.on_text(s);
   };
   if (out.echo_prompt) {
     for (int i = 0; i < prompt_tokens; ++i)
       emit(tokenizer.decode(i > 0 ? tokens[i - 1] : -1, tokens[i]));
   }
   const auto finish = [&] {
-    if (const std::string s = text.finish(); !s.empty()) out.on_text(s);
+    if (const std::string s = text.finish(); !s.empty() && out.on_text) out.on_text(s);
   };
   // Each sampled token but the last is fed back at the next position.
   const int budget = std::min(max_new_tokens, executor.positions() - start - prompt_tokens + 1);
@@ -69,7 +69,12 @@ GenerationStats continue_generation(LlamaExecutor& executor, const Tokenizer& to
     emit(tokenizer.decode(previous, next));
     stats.generated.push_back(next);
     previous = next;
-    if (++stats.generated_tokens == budget) break;
+    ++stats.generated_tokens;
+    if (out.on_token && !out.on_token(next)) {
+      stats.stopped_by_caller = true;
+      break;
+    }
+    if (stats.generated_tokens == budget) break;
     logits = executor.forward(std::span<const int>(&next, 1), position);
     ++stats.decode_steps;
     stats.next_position = position + 1;
@@ -85,7 +90,7 @@ GenerationStats generate(LlamaExecutor& executor, const Tokenizer& tokenizer, Sa
   std::vector<int> tokens = tokenizer.encode_prompt(prompt);
   if (tokens.empty()) tokens.push_back(tokenizer.bos_id());  // something to start from
   return continue_generation(executor, tokenizer, sampler, tokens, 0, max_new_tokens,
-                             {on_text, /*echo_prompt=*/true});
+                             {on_text, /*echo_prompt=*/true, {}});
 }
 
 }  // namespace qforge

@@ -25,10 +25,11 @@ struct GenerationStats {
   int generated_tokens = 0;  // sampled tokens emitted
   int decode_steps = 0;      // one-token forwards (sampled tokens fed back)
   double prefill_seconds = 0;
-  double decode_seconds = 0;   // from the first sample to the last
-  std::vector<int> generated;  // the emitted tokens
-  int stop_token = -1;         // the EOS / end-of-turn / BOS token that ended it, or -1
-  int next_position = 0;       // the first cache position not yet filled
+  double decode_seconds = 0;       // from the first sample to the last
+  std::vector<int> generated;      // the emitted tokens
+  int stop_token = -1;             // the EOS / end-of-turn / BOS token that ended it, or -1
+  bool stopped_by_caller = false;  // GenerationOutput::on_token returned false
+  int next_position = 0;           // the first cache position not yet filled
 
   double prefill_tokens_per_second() const;
   double decode_tokens_per_second() const;
@@ -37,6 +38,9 @@ struct GenerationStats {
 struct GenerationOutput {
   std::function<void(std::string_view)> on_text;
   bool echo_prompt = false;  // emit the prompt's own pieces first
+  // Called after each sampled token's text went to on_text; false stops generation there
+  // (the token counts as generated, and is not fed back). Empty: never stops.
+  std::function<bool(int token)> on_token;
 };
 
 // Runs `tokens` at cache positions [start, start + size) (the cache already holding the

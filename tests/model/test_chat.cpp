@@ -87,7 +87,7 @@ TEST(ChatSession, CachedTurnsEqualRunningTheConversationAgain) {
     Sampler greedy(SamplerOptions{0.0f, 0, 0.9f, 1});
     std::string again;
     continue_generation(fresh, model.tokenizer, greedy, tokens, 0, 24,
-                        {[&](std::string_view piece) { again += piece; }, false});
+                        {[&](std::string_view piece) { again += piece; }, false, {}});
     EXPECT_EQ(again, chat.messages().back().content);
   }
 }

@@ -37,7 +37,7 @@ inline Alone run_alone(ServeModel& m, const serve::EngineRequest& r, int positio
   Alone out;
   const GenerationStats stats =
       continue_generation(executor, m.model.tokenizer, sampler, r.prompt, 0, r.max_tokens,
-                          {[&](std::string_view piece) { out.text += piece; }, false});
+                          {[&](std::string_view piece) { out.text += piece; }, false, {}});
   out.completion_tokens = stats.generated_tokens;
   out.stopped_by_token = stats.stop_token >= 0;
   return out;

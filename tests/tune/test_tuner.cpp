@@ -190,15 +190,16 @@ test::CommandResult qforge(const std::string& arguments) {
 TEST(TuneCommand, WritesTheDatabaseTableAndChart) {
   test::ScratchDir dir;
   const std::string db = dir.file("tuning/db.json"), svg = dir.file("chart.svg");
+  // Alone this takes about 1.5 s; the budget is a bound for a host busy with other suites.
   const auto result = qforge("tune -m " + model() +
-                             " -t 1 --max-isa avx512-vnni --budget-seconds 6 --m 1,8 --out " + db +
+                             " -t 1 --max-isa avx512-vnni --budget-seconds 30 --m 1,8 --out " + db +
                              " --svg " + svg);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("speed-up"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("gemm_u8s8_"), std::string::npos) << result.output;
   const TuningDbLoad loaded = load_tuning_db(db, cpu_signature());
   ASSERT_TRUE(loaded.db) << loaded.error;
-  EXPECT_GT(loaded.db->size(), 0u);
+  EXPECT_GT(loaded.db->size(), 0u) << result.output;
   std::ifstream chart(svg);
   const std::string text((std::istreambuf_iterator<char>(chart)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.rfind("<svg", 0), 0u);
