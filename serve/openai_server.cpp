@@ -8,6 +8,7 @@
 
 #include "jit/base/error.h"
 #include "serve/openai_response.h"
+#include "serve/peer_connection.h"
 
 namespace qforge::serve {
 namespace {
@@ -191,7 +192,17 @@ void OpenAiServer::route() {
             (endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++),
             unix_seconds(), options_.model_id};
         if (!r.stream) {
-          const ChannelRead all = channel->wait_all();
+          // Nothing is written until the end, so the connection is watched instead: a
+          // client that has gone frees its slot within a step or a poll.
+          const PeerConnection peer(req.local_addr, req.local_port, req.remote_addr,
+                                    req.remote_port);
+          ChannelRead all;
+          while (!all.result) {
+            ChannelRead read = channel->wait_next(std::chrono::milliseconds(100));
+            all.text += read.text;
+            all.result = read.result;
+            if (!all.result && peer.closed()) channel->cancel();
+          }
           if (all.result->reason == FinishReason::error)
             throw ApiError(500, "server_error", all.result->error);
           if (all.result->reason == FinishReason::cancelled)

@@ -1,7 +1,7 @@
 // The HTTP front on a loopback port: answers equal running each request alone, streamed
 // or not; every refusal is an OpenAI error object with its status; a busy server answers
-// 503 with Retry-After; a client that goes away frees its slot; one that reads nothing
-// stalls nobody.
+// 503 with Retry-After; a client that goes away (streamed or not) frees its slot; one
+// that reads nothing stalls nobody.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -333,6 +333,41 @@ TEST(OpenAiServer, AClientThatReadsNothingStallsNobody) {
   }
   ::close(fd);
   EXPECT_TRUE(wait_until([&] { return server.metrics().active_slots == 0; }));
+}
+
+TEST(OpenAiServer, AClientGoneBeforeItsNonStreamedAnswerFreesItsSlot) {
+  test::ServeModel m("int8");
+  LiveServer server(m, 1, 0);
+  // A raw connection sends a long non-streamed request and closes at once: nothing is
+  // written to it before the end, so only watching the connection can notice.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string body = R"({"prompt": "Once", "max_tokens": 500})";
+  const std::string request =
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+      "application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  ::close(fd);
+  EXPECT_TRUE(wait_until([&] {
+    const serve::EngineMetrics now = server.metrics();
+    return now.requests_cancelled + now.requests_finished == 1 && now.active_slots == 0;
+  }));
+  const serve::EngineMetrics after = server.metrics();
+  EXPECT_EQ(after.requests_cancelled, 1u);
+  EXPECT_EQ(after.requests_finished, 0u);
+  EXPECT_LT(after.generated_tokens, 500u);
+  // The freed slot serves the next client.
+  httplib::Client c = server.client();
+  const auto ok =
+      c.Post("/v1/completions", R"({"prompt": "Lily", "max_tokens": 4})", "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
 }  // namespace
