@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
@@ -99,16 +100,32 @@ Json entry_to_json(const TuningKey& key, const TunedKernel& t) {
   return j;
 }
 
+// An integer field in [lo, hi]: a float, a string or an out-of-range number is refused
+// naming the field (a float never converts: 2e124 has no integer value).
+template <typename Int>
+Int integer_field(const Json& j, const char* field, Int lo = std::numeric_limits<Int>::min(),
+                  Int hi = std::numeric_limits<Int>::max()) {
+  const Json& v = j.at(field);
+  QF_REQUIRE(v.is_number_integer(), field, ": not an integer (", v.dump(), ")");
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi)
+                        : v.get<std::int64_t>() >= static_cast<std::int64_t>(lo) &&
+                              v.get<std::int64_t>() <= static_cast<std::int64_t>(hi);
+  QF_REQUIRE(fits, field, ": ", v.dump(), " is outside [", lo, ", ", hi, "]");
+  return static_cast<Int>(v.is_number_unsigned() ? static_cast<std::int64_t>(v.get<std::uint64_t>())
+                                                 : v.get<std::int64_t>());
+}
+
 // One entry back from JSON; throws (nlohmann or qforge::Error) when it is not valid.
 std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
   TuningKey key;
   GemmKey& s = key.shape;
   s.isa = parse_isa(j.at("isa").get<std::string>(), "isa");
-  s.n = j.at("n").get<std::int64_t>();
-  s.k = j.at("k").get<std::int64_t>();
-  s.k_padded = j.at("k_padded").get<std::int64_t>();
-  s.group = j.at("g").get<std::int64_t>();
-  s.bits = j.at("bits").get<int>();
+  s.n = integer_field<std::int64_t>(j, "n");
+  s.k = integer_field<std::int64_t>(j, "k");
+  s.k_padded = integer_field<std::int64_t>(j, "k_padded");
+  s.group = integer_field<std::int64_t>(j, "g");
+  s.bits = integer_field<int>(j, "bits");
   s.asymmetric = j.at("asymmetric").get<bool>();
   if (j.contains("activation")) {
     s.activation = parse_activation(j.at("activation").get<std::string>(), "activation");
@@ -121,21 +138,22 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
   const auto parsed_bucket = parse_bucket(bucket);
   QF_REQUIRE(parsed_bucket, "m_bucket: unknown \"", bucket, "\" (m1 | ms | ml)");
   s.bucket = *parsed_bucket;
-  key.threads = j.at("threads").get<int>();
+  key.threads = integer_field<int>(j, "threads");
   QF_REQUIRE(key.threads >= 1, "threads must be >= 1");
   const std::string problem = shape_problem(s);
   QF_REQUIRE(problem.empty(), problem);
 
   TunedKernel t;
   const Json& b = j.at("blocking");
-  t.blocking = Blocking{b.at("mr").get<int>(), b.at("nr").get<int>(), b.at("k_unroll").get<int>(),
-                        b.at("prefetch_distance").get<int>()};
+  t.blocking =
+      Blocking{integer_field<int>(b, "mr"), integer_field<int>(b, "nr"),
+               integer_field<int>(b, "k_unroll"), integer_field<int>(b, "prefetch_distance")};
   key = tuning_key_of(s, key.threads);
   QF_REQUIRE(fits(s, t.blocking), "blocking ", t.blocking.mr, "x", t.blocking.nr, "u",
              t.blocking.k_unroll, "p", t.blocking.prefetch_distance,
              " does not fit the register budget of ", kernel_name(s));
-  if (j.contains("amx_min_m")) t.amx_min_m = j.at("amx_min_m").get<int>();
-  if (j.contains("gemm_min_m")) t.gemm_min_m = j.at("gemm_min_m").get<int>();
+  if (j.contains("amx_min_m")) t.amx_min_m = integer_field<int>(j, "amx_min_m");
+  if (j.contains("gemm_min_m")) t.gemm_min_m = integer_field<int>(j, "gemm_min_m");
   QF_REQUIRE(t.amx_min_m.value_or(1) >= 1, "amx_min_m must be >= 1");
   QF_REQUIRE(t.gemm_min_m.value_or(2) >= 2 && t.gemm_min_m.value_or(2) <= kMaxGemmMinRows,
              "gemm_min_m must be in 2..", kMaxGemmMinRows);

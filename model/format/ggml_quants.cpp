@@ -8,6 +8,7 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "jit/cpu/cpu_info.h"
 #include "model/format/ggml_kquants.h"
 
 namespace qforge {
@@ -32,7 +33,7 @@ __attribute__((target("avx2,f16c"))) void f16_row_to_f32_f16c(const std::byte* i
 }
 
 bool has_f16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool has = cpu_info().isa.f16c && cpu_info().isa.avx2 && cpu_info().isa.os_ymm;
   return has;
 }
 

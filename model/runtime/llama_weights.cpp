@@ -678,7 +678,9 @@ std::string policy_summary(const LlamaWeights& weights) {
     std::vector<std::string> layers;
   };
   std::vector<std::pair<std::string, std::vector<Use>>> kinds;
-  for (const auto& [layer, choice] : weights.policy) {
+  for (const auto& entry : weights.policy) {
+    const auto& layer = entry.first;
+    const auto& choice = entry.second;  // a plain reference: lambdas capture it (clang 14)
     const std::size_t dot = layer.starts_with("blk.") ? layer.find('.', 4) : std::string::npos;
     const std::string kind = dot == std::string::npos ? layer : layer.substr(dot + 1);
     const std::string block = dot == std::string::npos ? "" : layer.substr(0, dot);

@@ -199,7 +199,9 @@ TEST(TuningDb, InvalidEntriesAreDroppedWithAWarningAndTheRestKept) {
       {with_change("\"isa\": \"avx2\"", "\"isa\": \"avx1024\""), "isa"},
       {with_change("\"isa\": \"avx2\"", "\"isa\": \"reference\""), "reference"},
       {with_change("\"bits\": 8", "\"bits\": 5"), "bits"},
-      {with_change("\"n\": 256", "\"n\": \"many\""), "type"},
+      {with_change("\"n\": 256", "\"n\": \"many\""), "n: not an integer"},
+      {with_change("\"n\": 256", "\"n\": 2e124"), "n: not an integer"},  // once undefined
+      {with_change("\"bits\": 8", "\"bits\": 99999999999"), "bits: 99999999999 is outside"},
       {with_change("\"m_bucket\": \"ml\"", "\"m_bucket\": \"huge\""), "m_bucket"},
       {with_change("\"epilogue\": \"deq-f32\"", "\"epilogue\": \"deq-gelu-f32\""), "epilogue"},
       {with_change("\"threads\": 2", "\"threads\": 0"), "threads"},
