@@ -74,6 +74,21 @@ std::string alone_text(test::ServeModel& m, const std::vector<int>& prompt, int 
   return test::run_alone(m, r, kContext).text;
 }
 
+// A raw TCP connection to the server, or -1.
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // The data lines of a server-sent event stream, in order.
 std::vector<std::string> events(const std::string& body) {
   std::vector<std::string> out;
@@ -309,13 +324,8 @@ TEST(OpenAiServer, AClientThatReadsNothingStallsNobody) {
   const std::string alone = alone_text(m, m.model.tokenizer.encode_prompt("Lily"), 12);
   LiveServer server(m, 2, 2);
   // A raw connection sends a streamed request and never reads its answer.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_loopback(server.port());
   ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   const std::string body = R"({"prompt": "Once", "max_tokens": 100, "stream": true})";
   const std::string request =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -340,13 +350,8 @@ TEST(OpenAiServer, AClientGoneBeforeItsNonStreamedAnswerFreesItsSlot) {
   LiveServer server(m, 1, 0);
   // A raw connection sends a long non-streamed request and closes at once: nothing is
   // written to it before the end, so only watching the connection can notice.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = connect_loopback(server.port());
   ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<std::uint16_t>(server.port()));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   const std::string body = R"({"prompt": "Once", "max_tokens": 500})";
   const std::string request =
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
