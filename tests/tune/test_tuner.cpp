@@ -43,7 +43,7 @@ TEST(Tuner, TinyBudgetWritesADatabaseThisCpuAccepts) {
   const std::vector<GemmKey> keys = model_keys("int4-g32");
   TunerOptions options;
   options.threads = 1;
-  options.budget_seconds = 6;  // M = 1 set-up alone copies up to 256 MiB of weights per shape
+  options.budget_seconds = 10;  // M = 1 set-up alone copies up to 256 MiB of weights per shape
   options.ms = {1, 6};
   int progress_calls = 0;
   options.on_progress = [&](const TunerProgress& p) {
