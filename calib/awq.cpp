@@ -1,11 +1,10 @@
 #include "calib/awq.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 
+#include "calib/blas_library.h"
 #include "calib/gptq.h"
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
@@ -53,9 +52,9 @@ GroupParams search_group_params_gram(const float* values, const double* gram, st
       e[std::size_t(i)] =
           static_cast<double>(params.scale) * (asymmetric ? q - params.zero_point : q) - values[i];
     }
-    cblas_dsymv(CblasRowMajor, CblasUpper, int(count), 1.0, gram, int(ld), e.data(), 1, 0.0,
-                ge.data(), 1);
-    const double error = cblas_ddot(int(count), e.data(), 1, ge.data(), 1);
+    blas().dsymv(CblasRowMajor, CblasUpper, int(count), 1.0, gram, int(ld), e.data(), 1, 0.0,
+                 ge.data(), 1);
+    const double error = blas().ddot(int(count), e.data(), 1, ge.data(), 1);
     if (g == 0 || error < best_error) {
       best = params;
       best_error = error;
@@ -139,9 +138,9 @@ AwqScales search_awq_scales(const std::vector<const float*>& weights,
       for (std::size_t j = 0; j < sample.size(); ++j)
         error += error_rows[j] * error_rows[j] * input.mean_sq[j % ku];
     } else {  // sum_r e_r G e_r^T = sum (E G) .* E
-      openblas_set_num_threads(std::max(1, threads));
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), k, k, 1.0, error_rows.data(),
-                  k, input.gram.data(), k, 0.0, product.data(), k);
+      blas().set_num_threads(std::max(1, threads));
+      blas().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), k, k, 1.0, error_rows.data(),
+                   k, input.gram.data(), k, 0.0, product.data(), k);
       for (std::size_t j = 0; j < sample.size(); ++j) error += product[j] * error_rows[j];
     }
     error /= static_cast<double>(m);
@@ -162,7 +161,7 @@ QuantizedTensor quantize_clipped(const float* weights, std::int64_t n, std::int6
   require_finite(weights, n * k, "AWQ weights");
   QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
   const std::int64_t groups = t.groups(), g = t.group;
-  openblas_set_num_threads(1);  // rows split over our threads
+  blas().set_num_threads(1);  // rows split over our threads
   parallel_for(n, threads, [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r)
       for (std::int64_t j = 0; j < groups; ++j) {

@@ -1,23 +1,13 @@
 #include "calib/gptq.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
 
+#include "calib/blas_library.h"
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
-
-// LAPACK (OpenBLAS), the Fortran interface: the hidden trailing argument is the length
-// of the character argument.
-extern "C" {
-void dpotrf_(const char* uplo, const int* n, double* a, const int* lda, int* info,
-             std::size_t uplo_length);
-void dpotri_(const char* uplo, const int* n, double* a, const int* lda, int* info,
-             std::size_t uplo_length);
-}
 
 namespace qforge {
 namespace {
@@ -26,13 +16,13 @@ namespace {
 // its inverse from that factor, ... LAPACK reads and writes the lower triangle only.
 int lapack_cholesky(std::vector<double>& a, int k) {
   int info = 0;
-  dpotrf_("L", &k, a.data(), &k, &info, 1);
+  blas().dpotrf("L", &k, a.data(), &k, &info, 1);
   return info;
 }
 
 int lapack_inverse_from_cholesky(std::vector<double>& a, int k) {
   int info = 0;
-  dpotri_("L", &k, a.data(), &k, &info, 1);
+  blas().dpotri("L", &k, a.data(), &k, &info, 1);
   return info;
 }
 
@@ -154,7 +144,7 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
   const bool asym = scheme.asymmetric;
   const std::int64_t g = t.group;
 
-  openblas_set_num_threads(1);  // the rows split over our threads instead
+  blas().set_num_threads(1);  // the rows split over our threads instead
   const std::int64_t chunks = (n + kRowChunk - 1) / kRowChunk;
   parallel_for(chunks, threads, [&](std::int64_t c0, std::int64_t c1) {
     std::vector<double> w(static_cast<std::size_t>(kRowChunk * k));  // rows, processing order
@@ -203,9 +193,9 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
           }
         }
         if (i2 < k)  // w[:, i2:] -= E (rows x width) U[i1:i2, i2:]
-          cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(k - i2), int(width),
-                      -1.0, errors.data(), int(width), hessian.factor_row(int(i1)) + i2, int(k),
-                      1.0, w.data() + i2, int(k));
+          blas().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(k - i2),
+                       int(width), -1.0, errors.data(), int(width),
+                       hessian.factor_row(int(i1)) + i2, int(k), 1.0, w.data() + i2, int(k));
       }
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < groups; ++j) {

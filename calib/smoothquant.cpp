@@ -1,12 +1,11 @@
 #include "calib/smoothquant.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
 
+#include "calib/blas_library.h"
 #include "calib/calibrator.h"
 #include "calib/input_scaling.h"
 #include "jit/base/error.h"
@@ -46,8 +45,8 @@ double w8a8_output_error(const std::vector<float>& x, std::int64_t m, std::int64
     ws[i] = static_cast<float>(w[i] * s[i % std::size_t(k)]);
   const std::vector<float> wq = dequantize(quantize_reference(ws.data(), n, k, scheme));
   std::vector<float> y(std::size_t(m * n));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, xq.data(),
-              int(k), wq.data(), int(k), 0.f, y.data(), int(n));
+  blas().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, xq.data(),
+               int(k), wq.data(), int(k), 0.f, y.data(), int(n));
   double error = 0;
   for (std::size_t i = 0; i < y.size(); ++i)
     error += double(y[i] - reference[i]) * (y[i] - reference[i]);
@@ -113,8 +112,8 @@ SmoothQuantSummary apply_smoothquant(ModelFile& model, const Precision& precisio
         for (const std::vector<float>& part : weights) w.insert(w.end(), part.begin(), part.end());
         const std::int64_t n = static_cast<std::int64_t>(w.size()) / k;
         std::vector<float> reference(std::size_t(m * n));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, x.data(),
-                    int(k), w.data(), int(k), 0.f, reference.data(), int(n));
+        blas().sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, x.data(),
+                     int(k), w.data(), int(k), 0.f, reference.data(), int(n));
         double best = 0;
         for (int i = 3; i <= 9; ++i) {
           const double a = i / 10.0;
