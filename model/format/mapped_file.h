@@ -1,5 +1,10 @@
 // A read-only memory mapping of a whole file. The mapping lives as long as the object;
 // moving the object keeps the mapped addresses valid.
+//
+// A file that another process truncates while it is mapped would end qforge with SIGBUS
+// on the first read past its new end; a SIGBUS handler (installed with the first mapping,
+// passing other faults on to the handler it replaced) names the file and exits with
+// status 1 instead.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +16,8 @@ namespace qforge {
 class MappedFile {
  public:
   // Maps `path` read-only. Throws qforge::Error naming the path if it cannot be opened,
-  // is not a regular file, or cannot be mapped. An empty file maps to an empty span.
+  // is not a regular file, cannot be mapped, or changes size while being opened. An empty
+  // file maps to an empty span.
   explicit MappedFile(std::string path);
   ~MappedFile();
 
