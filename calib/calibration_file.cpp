@@ -84,7 +84,7 @@ CalibrationWriter::CalibrationWriter(std::string path, const LlamaConfig& config
     offset += layout.bytes;
   }
   file_ = std::fopen(temp_.c_str(), "wb");
-  QF_REQUIRE(file_ != nullptr, temp_, ": cannot create: ", std::strerror(errno));
+  QF_REQUIRE(file_ != nullptr, path_, ": cannot create ", temp_, ": ", std::strerror(errno));
   const std::string header = header_json();
   payload_ = align_up(16 + header.size());
   write_at(0, nullptr, 0);  // checks the stream
@@ -127,7 +127,7 @@ std::string CalibrationWriter::header_json() const {
 void CalibrationWriter::write_at(std::uint64_t offset, const void* data, std::size_t bytes) {
   if (std::fseek(file_, static_cast<long>(offset), SEEK_SET) != 0 ||
       (bytes > 0 && std::fwrite(data, 1, bytes, file_) != bytes))
-    fail(temp_, ": write failed at byte ", offset, ": ", std::strerror(errno));
+    fail(path_, ": writing ", temp_, " failed at byte ", offset, ": ", std::strerror(errno));
 }
 
 void CalibrationWriter::add(const SiteStatistics& s) {
@@ -163,7 +163,7 @@ void CalibrationWriter::commit() {
   const bool flushed = std::fflush(file_) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
-  QF_REQUIRE(flushed && closed, temp_, ": write failed: ", std::strerror(errno));
+  QF_REQUIRE(flushed && closed, path_, ": writing ", temp_, " failed: ", std::strerror(errno));
   std::error_code error;
   std::filesystem::rename(temp_, path_, error);
   QF_REQUIRE(!error, path_, ": cannot rename ", temp_, ": ", error.message());

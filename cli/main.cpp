@@ -2,6 +2,7 @@
 // exit non-zero.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include <CLI/CLI.hpp>
 
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "qforge: error: out of memory; free memory or raise the process's limit "
+                 "(ulimit -v)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qforge: error: %s\n", e.what());
     return 1;

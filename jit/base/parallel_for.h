@@ -1,12 +1,14 @@
 // parallel_for for load-time work (packing, quantization): splits [0, count) into
 // contiguous chunks over `threads` std::threads. Not for the per-token hot path (that
-// uses the persistent pool in ops/linear). Exceptions from any chunk are rethrown.
+// uses the persistent pool in ops/linear). Exceptions from any chunk are rethrown; a chunk
+// whose thread cannot be started runs on the calling thread.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -26,18 +28,23 @@ void parallel_for(std::int64_t count, int threads, Body&& body) {
   }
   std::exception_ptr error;
   std::mutex error_mutex;
+  const auto run = [&](std::int64_t begin, std::int64_t end) {
+    try {
+      body(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
   std::vector<std::thread> workers;
   workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     const std::int64_t begin = count * t / threads, end = count * (t + 1) / threads;
-    workers.emplace_back([&, begin, end] {
-      try {
-        body(begin, end);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-    });
+    try {
+      workers.emplace_back(run, begin, end);
+    } catch (const std::system_error&) {
+      run(begin, end);  // no thread to be had (a memory or thread limit): this one does it
+    }
   }
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <new>
 
 #include "jit/core/perf_map.h"
 #include "jit/gemm/amx_generator.h"
@@ -9,8 +10,15 @@
 namespace qforge {
 
 std::shared_ptr<const GemmGenerator> generate_kernel(const GemmKey& key) {
-  if (key.isa == Isa::amx) return std::make_shared<const AmxGenerator>(key);
-  return std::make_shared<const GemmGenerator>(key);
+  try {
+    if (key.isa == Isa::amx) return std::make_shared<const AmxGenerator>(key);
+    return std::make_shared<const GemmGenerator>(key);
+  } catch (const Xbyak::Error& e) {
+    // No memory for the code buffer (an address-space limit): the caller's out-of-memory
+    // path says what was being loaded.
+    if (static_cast<int>(e) == Xbyak::ERR_CANT_ALLOC) throw std::bad_alloc();
+    throw;
+  }
 }
 
 CompiledKernel CodeCache::get(const GemmKey& key) {

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <fstream>
 #include <functional>
@@ -223,15 +225,20 @@ void TuningDb::save(const std::filesystem::path& path) const {
       path.string() + ".tmp." + std::to_string(static_cast<long>(getpid()));
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    QF_REQUIRE(out, temp.string(), ": cannot write the tuning database");
+    QF_REQUIRE(out, path.string(), ": cannot create ", temp.string(), ": ", std::strerror(errno));
     out << to_json();
-    out.flush();
-    QF_REQUIRE(out, temp.string(), ": write failed");
+    out.close();
+    if (!out) {
+      const int error = errno;
+      std::filesystem::remove(temp, ec);
+      fail(path.string(), ": writing ", temp.string(), " failed: ", std::strerror(error));
+    }
   }
   std::filesystem::rename(temp, path, ec);
   if (ec) {
+    const std::string why = ec.message();
     std::filesystem::remove(temp, ec);
-    fail(path.string(), ": cannot replace the tuning database");
+    fail(path.string(), ": cannot replace the tuning database (", why, ")");
   }
 }
 

@@ -235,7 +235,7 @@ void GgufWriter::write(const std::string& path) const {
   header.pad_to(alignment_);
 
   const std::string temporary = path + ".tmp";
-  {
+  try {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) fail(path, ": cannot create ", temporary, ": ", std::strerror(errno));
     // Tensor offsets were assigned in add order, each aligned: offset_i = sum of the
@@ -258,11 +258,12 @@ void GgufWriter::write(const std::string& path) const {
       if (progress_) progress_(i + 1, tensors_.size());
     }
     out.close();
-    if (!out) {
-      const int error = errno;
-      std::filesystem::remove(temporary);
-      fail(path, ": writing ", temporary, " failed: ", std::strerror(error));
-    }
+    if (!out) fail(path, ": writing ", temporary, " failed: ", std::strerror(errno));
+  } catch (...) {
+    // A write that failed, or a tensor that could not be converted: no partial file stays.
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
   }
   std::error_code error;
   std::filesystem::rename(temporary, path, error);

@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <new>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -142,11 +145,30 @@ std::vector<float> rounded_to_bf16(const float* weights, std::int64_t count) {
   return out;
 }
 
+// oneDNN does not survive every failed allocation of its own: under an address-space
+// limit (ulimit -v), primitive creation was seen to crash. So a dense layer is made only
+// where the room it needs is there: its weights in oneDNN's layout, 64 MiB for oneDNN's
+// code and scratch, and a stack for each OpenMP thread. Otherwise std::bad_alloc, which
+// the loader reports with the size the weights need.
+void require_address_space(std::int64_t weight_bytes) {
+  rlimit stack{};
+  std::size_t stack_bytes = std::size_t{8} << 20;
+  if (::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
+    stack_bytes = std::max<std::size_t>(stack_bytes, stack.rlim_cur);
+  const std::size_t bytes = static_cast<std::size_t>(weight_bytes) + (std::size_t{64} << 20) +
+                            static_cast<std::size_t>(omp_get_max_threads()) * stack_bytes;
+  void* trial =
+      ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (trial == MAP_FAILED) throw std::bad_alloc();
+  ::munmap(trial, bytes);
+}
+
 }  // namespace
 
 DenseLinear::DenseLinear(const float* weights, std::int64_t n, std::int64_t k, LinearFusion fusion,
                          bool bf16)
     : state_(std::make_unique<State>()) {
+  require_address_space((fusion == LinearFusion::swiglu ? 2 * n : n) * k * (bf16 ? 2 : 4));
   std::vector<float> rounded;
   if (bf16 && !onednn_has_bf16_matmul()) {
     rounded = rounded_to_bf16(weights, (fusion == LinearFusion::swiglu ? 2 * n : n) * k);

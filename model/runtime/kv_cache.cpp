@@ -1,5 +1,7 @@
 #include "model/runtime/kv_cache.h"
 
+#include <new>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,11 +42,19 @@ KvCache::KvCache(int layers, int positions, int kv_heads, int head_dim, KvType t
   QF_REQUIRE(layers > 0 && positions > 0 && kv_heads > 0 && head_dim > 0, "kv cache: bad shape ",
              layers, " x ", kv_heads, " x ", positions, " x ", head_dim);
   const std::size_t rows = static_cast<std::size_t>(layers) * kv_heads * positions;
-  keys_.assign(rows * head_dim * element_bytes_, std::byte{0});
-  values_.assign(keys_.size(), std::byte{0});
-  if (type == KvType::int8) {
-    key_scales_.assign(rows, 0.f);
-    value_scales_.assign(rows, 0.f);
+  try {
+    keys_.assign(rows * head_dim * element_bytes_, std::byte{0});
+    values_.assign(keys_.size(), std::byte{0});
+    if (type == KvType::int8) {
+      key_scales_.assign(rows, 0.f);
+      value_scales_.assign(rows, 0.f);
+    }
+  } catch (const std::bad_alloc&) {
+    const double needed = static_cast<double>(rows) *
+                          (2.0 * head_dim * element_bytes_ + (type == KvType::int8 ? 8 : 0));
+    fail("not enough memory for the KV cache: ", positions, " positions x ", layers, " layers x ",
+         kv_heads, " heads (", to_string(type), ") need ", needed / (1 << 20),
+         " MiB; a shorter context or an int8 cache (--kv int8) needs less");
   }
 }
 

@@ -5,7 +5,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <new>
 #include <optional>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
@@ -559,12 +563,77 @@ EmbeddingTable encoded_embedding(const TensorView& embedding, int threads) {
 
 }  // namespace
 
-LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads,
-                                 const LoadProgress& progress) {
-  if (threads <= 0) threads = default_load_threads();
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// What one linear layer will hold under `choice` (packed or dense), for messages.
+std::uint64_t planned_layer_bytes(const Sources& tensors, const TensorChoice& choice, bool pair) {
+  std::int64_t n = 0;
+  std::uint64_t file_bytes = 0;
+  for (const TensorView* t : tensors) {
+    n += t->rows;
+    file_bytes += t->byte_size;
+  }
+  const std::int64_t k = tensors[0]->columns;
+  switch (choice.kind) {
+    case TensorChoice::Kind::f32:
+      return static_cast<std::uint64_t>(n * k) * 4;
+    case TensorChoice::Kind::bf16:
+      return static_cast<std::uint64_t>(n * k) * 2;
+    case TensorChoice::Kind::native:
+      return file_bytes;
+    case TensorChoice::Kind::quantized:
+      break;
+  }
+  const QuantScheme scheme = stored_form(choice.scheme);
+  const PackedHeader header =
+      pair ? make_packed_header(n / 2, k, scheme, true) : make_packed_header(n, k, scheme);
+  return static_cast<std::uint64_t>(geometry_of(header).total_bytes);
+}
+
+// What the weights will hold under `plan`: the embedding table and the linear layers.
+std::uint64_t planned_weight_bytes(const ModelFile& model, const ModelPlan& plan) {
   const LlamaConfig& c = model.config();
-  // Every layer's choice first: a bad policy fails before anything is converted.
-  const ModelPlan plan = plan_model(model, precision);
+  const TensorView& embedding = model.tensor("token_embd.weight");
+  const auto vd = static_cast<std::uint64_t>(c.vocab_size) * static_cast<std::uint64_t>(c.dim);
+  std::uint64_t bytes = plan.embedding.kind == TensorChoice::Kind::f32 ? vd * 4
+                        : plan.embedding.kind == TensorChoice::Kind::quantized
+                            ? vd + 4 * vd / c.dim
+                            : embedding.byte_size;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const auto tensor = [&](const char* role) { return &model.layer_tensor(l, role); };
+    const LayerPlan& p = plan.layers[static_cast<std::size_t>(l)];
+    bytes +=
+        planned_layer_bytes({tensor("attn_q"), tensor("attn_k"), tensor("attn_v")}, p.qkv, false);
+    bytes += planned_layer_bytes({tensor("attn_output")}, p.wo, false);
+    bytes += planned_layer_bytes({tensor("ffn_gate"), tensor("ffn_up")}, p.gate_up, true);
+    bytes += planned_layer_bytes({tensor("ffn_down")}, p.down, false);
+  }
+  return bytes + planned_layer_bytes({&model.classifier()}, plan.classifier, false);
+}
+
+[[noreturn]] void fail_out_of_memory(const ModelFile& model, const ModelPlan& plan) {
+  std::uint64_t file_bytes = 0;
+  for (const TensorView& t : model.tensors()) file_bytes += t.byte_size;
+  std::string needed = "an unknown amount";
+  try {
+    needed = mib(planned_weight_bytes(model, plan));
+  } catch (const Error&) {
+  }
+  fail(model.path(), ": not enough memory to build the weights: they need ", needed,
+       " under this policy (the file's tensors hold ", mib(file_bytes),
+       "), and an allocation failed; free memory, raise the process's limit (ulimit -v), or "
+       "choose a smaller scheme (--quant int4-g32)");
+}
+
+LlamaWeights build_weights(const ModelFile& model, const Precision& precision,
+                           const ModelPlan& plan, int threads, const LoadProgress& progress) {
+  const LlamaConfig& c = model.config();
   const TensorView& embedding = model.tensor("token_embd.weight");
   const TensorView& classifier = model.classifier();
   const TensorChoice& embedding_choice = plan.embedding;
@@ -631,6 +700,23 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   if (progress) progress(c.n_layers + 1, c.n_layers + 1);
   release_pages(embedding);
   return out;
+}
+
+}  // namespace
+
+LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precision, int threads,
+                                 const LoadProgress& progress) {
+  if (threads <= 0) threads = default_load_threads();
+  // Every layer's choice first: a bad policy fails before anything is converted.
+  const ModelPlan plan = plan_model(model, precision);
+  try {
+    return build_weights(model, precision, plan, threads, progress);
+  } catch (const std::bad_alloc&) {
+    fail_out_of_memory(model, plan);
+  } catch (const dnnl::error& e) {
+    if (e.status == dnnl_out_of_memory) fail_out_of_memory(model, plan);
+    throw;
+  }
 }
 
 std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Precision& precision) {

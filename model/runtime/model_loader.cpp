@@ -23,8 +23,19 @@ LoadedModel load_model(const std::string& path, const Precision& precision,
                        const std::string& tokenizer_path, int threads, const LoadProgress& progress,
                        const ModelPreparer& prepare) {
   auto start = std::chrono::steady_clock::now();
-  ModelFile file = open_model(path);
-  Tokenizer tokenizer = load_model_tokenizer(file, tokenizer_path);
+  std::optional<ModelFile> opened;
+  std::optional<Tokenizer> read_tokenizer;
+  try {
+    opened.emplace(open_model(path));
+    read_tokenizer.emplace(load_model_tokenizer(*opened, tokenizer_path));
+  } catch (const std::bad_alloc&) {
+    std::error_code ignored;
+    fail(path, ": not enough memory to read the file's metadata and vocabulary beside its ",
+         std::filesystem::file_size(path, ignored) >> 20,
+         " MiB mapping; free memory or raise the process's limit (ulimit -v)");
+  }
+  ModelFile& file = *opened;
+  Tokenizer tokenizer = std::move(*read_tokenizer);
   const double load_seconds = seconds_since(start);
   if (prepare) prepare(file, tokenizer);
 
@@ -39,7 +50,13 @@ LoadedModel load_model(const std::string& path, const Precision& precision,
   if (file.gguf() != nullptr)
     out.chat_template = file.gguf()->find_string("tokenizer.chat_template");
   out.load_seconds = load_seconds;
-  out.jit_seconds = CodeCache::global().warmup(keys) * 1e-6;
+  try {
+    out.jit_seconds = CodeCache::global().warmup(keys) * 1e-6;
+  } catch (const std::bad_alloc&) {
+    fail(path, ": not enough memory for the code of its ", keys.size(), " kernels beside its ",
+         out.weights.weight_bytes() >> 20,
+         " MiB of weights; free memory or raise the process's limit (ulimit -v)");
+  }
   out.kernels = keys.size();
   // Building a layer already generated its decode (M = 1) kernel: count it as JIT time.
   double decode_jit_seconds = 0;

@@ -1,6 +1,11 @@
 #include "ops/linear/thread_pool.h"
 
 #include <immintrin.h>
+#include <sys/resource.h>
+
+#include <system_error>
+
+#include "jit/base/error.h"
 
 namespace qforge {
 
@@ -12,14 +17,32 @@ constexpr int kSpinIterations = 4000;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  for (int i = 1; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this, i] { worker_main(i); });
+    } catch (const std::system_error& e) {
+      shut_down();
+      rlimit stack{};
+      const bool limited =
+          ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY;
+      fail("cannot start thread ", i + 1, " of ", threads, " (", e.what(), "; each needs ",
+           limited ? stack.rlim_cur >> 20 : 8,
+           " MiB of stack); use fewer threads (-t) or raise the process's thread or memory "
+           "limit");
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  shut_down();
+}
+
+void ThreadPool::shut_down() noexcept {
   stop_.store(true);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 void ThreadPool::run(const std::function<void(int)>& task) {

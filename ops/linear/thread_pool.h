@@ -24,6 +24,7 @@ class ThreadPool {
 
  private:
   void worker_main(int index);
+  void shut_down() noexcept;  // stops and joins the workers started so far
 
   std::vector<std::thread> workers_;
   const std::function<void(int)>* task_ = nullptr;
