@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,13 +62,21 @@ class ServeProcess {
     if (pid_ > 0) stop();
     std::filesystem::remove(log_);
   }
+  // PORT in "... on http://HOST:PORT, ...", or 0 while there is none.
+  static int bound_port(const std::string& text) {
+    const std::size_t on = text.find("on http://");
+    if (on == std::string::npos) return 0;
+    const std::size_t colon = text.find(':', on + 10);
+    const std::size_t comma = colon == std::string::npos ? colon : text.find(',', colon);
+    if (comma == std::string::npos || comma == colon + 1) return 0;
+    const std::string digits = text.substr(colon + 1, comma - colon - 1);
+    if (digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+    return std::stoi(digits);
+  }
   // The port from "... on http://127.0.0.1:PORT, ...", or 0 when it exits or 120 s pass.
   int wait_for_port() {
-    const std::regex bound(R"(on http://[^:]+:(\d+),)");
     for (int i = 0; i < 1200 && pid_ > 0; ++i) {
-      std::smatch m;
-      const std::string text = read_file(log_);
-      if (std::regex_search(text, m, bound)) return std::stoi(m[1]);
+      if (const int port = bound_port(read_file(log_)); port > 0) return port;
       if (int status = 0; waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
         return 0;
