@@ -4,7 +4,10 @@
 // whose thread cannot be started runs on the calling thread.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -13,6 +16,14 @@
 #include <vector>
 
 namespace qforge {
+
+// The stack a new thread gets: glibc sizes it from RLIMIT_STACK (8 MiB when unlimited).
+inline std::size_t thread_stack_bytes() {
+  rlimit stack{};
+  if (::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
+    return static_cast<std::size_t>(stack.rlim_cur);
+  return std::size_t{8} << 20;
+}
 
 inline int default_load_threads() {
   return std::max(1u, std::thread::hardware_concurrency());

@@ -13,7 +13,6 @@
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -151,10 +150,7 @@ std::vector<float> rounded_to_bf16(const float* weights, std::int64_t count) {
 // code and scratch, and a stack for each OpenMP thread. Otherwise std::bad_alloc, which
 // the loader reports with the size the weights need.
 void require_address_space(std::int64_t weight_bytes) {
-  rlimit stack{};
-  std::size_t stack_bytes = std::size_t{8} << 20;
-  if (::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
-    stack_bytes = std::max<std::size_t>(stack_bytes, stack.rlim_cur);
+  const std::size_t stack_bytes = std::max(std::size_t{8} << 20, thread_stack_bytes());
   const std::size_t bytes = static_cast<std::size_t>(weight_bytes) + (std::size_t{64} << 20) +
                             static_cast<std::size_t>(omp_get_max_threads()) * stack_bytes;
   void* trial =

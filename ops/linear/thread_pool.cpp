@@ -1,11 +1,11 @@
 #include "ops/linear/thread_pool.h"
 
 #include <immintrin.h>
-#include <sys/resource.h>
 
 #include <system_error>
 
 #include "jit/base/error.h"
+#include "jit/base/parallel_for.h"
 
 namespace qforge {
 
@@ -22,11 +22,8 @@ ThreadPool::ThreadPool(int threads) {
       workers_.emplace_back([this, i] { worker_main(i); });
     } catch (const std::system_error& e) {
       shut_down();
-      rlimit stack{};
-      const bool limited =
-          ::getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY;
       fail("cannot start thread ", i + 1, " of ", threads, " (", e.what(), "; each needs ",
-           limited ? stack.rlim_cur >> 20 : 8,
+           thread_stack_bytes() >> 20,
            " MiB of stack); use fewer threads (-t) or raise the process's thread or memory "
            "limit");
     }
