@@ -26,6 +26,8 @@ constexpr int kPackedRowBytes = 64;
 //   [kNextRow, +8)         first row not stored yet
 //   [kLastBlockRow, +8)    M - R, where the last block starts
 //   [kCursor, +8)          int4: the next step's B tiles in the unpacked panels
+//   [kSuper, +8)           two-level scales: the super-block header (loaded into rax for
+//                          the group dequantization)
 //   [kUnpacked, + Kp * 32) int4: the unit block's panels unpacked to u8 B tiles, once per
 //                          unit block for every row block of the call (L2-resident):
 //                            step s (K steps over all groups), panel j:
@@ -38,7 +40,8 @@ constexpr int kLiveConfig = kSums + kAmxBlockRows * kRowBytes;
 constexpr int kNextRow = kLiveConfig + kAmxConfigBytes;
 constexpr int kLastBlockRow = kNextRow + 8;
 constexpr int kCursor = kLastBlockRow + 8;
-constexpr int kUnpacked = (kCursor + 8 + 63) / 64 * 64;
+constexpr int kSuper = kCursor + 8;
+constexpr int kUnpacked = (kSuper + 8 + 63) / 64 * 64;
 constexpr int kPageBytes = 4096;
 
 // Vector registers of the K loop (the store phase uses zmm0-5 and the accumulators from
@@ -85,6 +88,8 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
   rowp_ = frame.t[11];
   rows_left_ = frame.t[12];
   spill_base_ = rowp_;
+  super_ = rax;
+  super_slot_ = kSuper;
   emit_stack_probe(frame_bytes);
 
   Label done;
@@ -226,6 +231,7 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
   mark(block + "K loop");
   const std::int64_t steps = key_.group / step_k_;
   Label group_loop, step_loop;
+  if (superblock_groups_) emit_first_super_header();
   if (groups_ > 1) {
     mov(gloop_, groups_);
     L(group_loop);
@@ -247,7 +253,10 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
   emit_group_dequant(row_tiles, units);
   if (groups_ > 1) {
     dec(gloop_);
-    jnz(group_loop, T_NEAR);
+    if (superblock_groups_)
+      emit_next_super_header(group_loop);
+    else
+      jnz(group_loop, T_NEAR);
   }
   if (!sums_out) {
     mark(block + "epilogue");
@@ -294,7 +303,8 @@ void AmxGenerator::emit_unpack_panels(int units) {
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   lea(rax, ptr[rsp + kUnpacked]);
-  Label group_loop, step_loop;
+  Label group_loop, step_loop, done;
+  if (superblock_groups_) add(bk_, static_cast<int>(super_header_bytes_));
   mov(gloop_, groups_);
   L(group_loop);
   mov(kloop_, steps_per_group);
@@ -315,7 +325,16 @@ void AmxGenerator::emit_unpack_panels(int units) {
   jnz(step_loop, T_NEAR);
   add(bk_, static_cast<int>(trailer_bytes_));  // past the group's trailer
   dec(gloop_);
+  if (!superblock_groups_) {
+    jnz(group_loop, T_NEAR);
+    return;
+  }
+  jz(done, T_NEAR);  // past the next super-block's header at a boundary
+  test(gloop_, static_cast<int>(superblock_groups_ - 1));
   jnz(group_loop, T_NEAR);
+  add(bk_, static_cast<int>(super_header_bytes_));
+  jmp(group_loop, T_NEAR);
+  L(done);
 }
 
 // After a group's steps bk_ points at the group's trailer. The C tiles go to the stage,
@@ -329,6 +348,7 @@ void AmxGenerator::emit_group_dequant(int row_tiles, int units) {
     for (int j = 0; j < panels; ++j)
       tilestored(ptr[rsp + kStage + i * kAmxTileRows * kRowBytes + j * 64 + rax * 1],
                  Tmm(amx_c_tile(i, j)));
+  if (superblock_groups_) mov(super_, qword[rsp + kSuper]);  // rax: the super-block header
   Label row_loop;
   mov(rowp_, rsp);
   mov(rows_left_, rows_);

@@ -10,6 +10,10 @@ using namespace Xbyak::util;
 // After a group's K rows, bk_ points at panel 0's trailer of that group:
 //   [bk_ + pp * panel_bytes + 0]    scales[16]  f16
 //   [bk_ + pp * panel_bytes + 32]   offset[16]  f16   (asymmetric only)
+// or, two-level, at its integers, and super_ at the super-block's header:
+//   [bk_ + pp * panel_bytes + 0]    sub_scales[16]   s8    scale  = float(sub) * super
+//   [bk_ + pp * panel_bytes + 16]   sub_offsets[16]  s8    offset = float(sub) * super
+//   [super_ + pp * panel_bytes]     super_scales[16] f16 | super_offsets[16] f16
 // C = acc - bias * xsum (bias 128 or 8; none where the AVX2 int8 sequence already
 // multiplied v itself);                      fsum = fma(float(C), scale, fsum)
 // asymmetric:                                fsum = fma(float(xsum), offset, fsum)
@@ -53,7 +57,6 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
     }
     for (int t = 0; t < t_count; ++t) {
       const int pp = panel_of(t), v = vector_of(t);
-      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_ / 2;
       const Xmm sum = acc(r, t);
       if (shift) vpsubd(sum, sum, correction);
       if (sums_out) {
@@ -62,23 +65,40 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
         continue;
       }
       vcvtdq2ps(sum, sum);
-      emit_scaled_group_sum(r, t, trailer, xsum);
+      emit_scaled_group_sum(r, t, pp, v, xsum);
     }
   }
+}
+
+// The scale (or offset) lanes of panel pp's vector v into `out`: f16 from the trailer,
+// or two-level, float(s8 sub) * f16 super (exact). Uses epilogue temp 5.
+void GemmGenerator::emit_group_scale(const Xmm& out, int pp, int v, bool offset) {
+  const std::int64_t panel = pp * panel_bytes_;
+  const int lanes = v * vector_bytes_ / 4;  // the vector's first lane
+  auto f16_at = [&](const Reg64& base, std::int64_t at) {
+    return zmm_ ? yword[base + at] : xword[base + at];
+  };
+  if (!superblock_groups_) {
+    vcvtph2ps(out, f16_at(bk_, panel + 2 * lanes + (offset ? kTrailerOffsetBytes : 0)));
+    return;
+  }
+  const Xmm super = epilogue_temp(5);
+  vpmovsxbd(out, ptr[bk_ + panel + lanes + (offset ? kTrailerSubOffsetBytes : 0)]);
+  vcvtdq2ps(out, out);
+  vcvtph2ps(super, f16_at(super_, panel + 2 * lanes + (offset ? kSuperOffsetBytes : 0)));
+  vmulps(out, out, super);
 }
 
 // The float C of row r, vector t (in acc(r, t)) into its sums: fsum = fma(C, scale, fsum)
 // (+ fma(xsum, offset, fsum) asymmetric; xsum a float broadcast), in registers, in the
 // frame, or, for a single group, y = C * scale (+ xsum * offset) left in acc(r, t).
-// `trailer` is the vector's scales' offset from bk_ (16 f16 lanes of a panel: vector v's
-// are 2 * lanes bytes from the panel's first). Uses epilogue temps 2 to 4.
-void GemmGenerator::emit_scaled_group_sum(int r, int t, std::int64_t trailer, const Xmm& xsum) {
+// Uses epilogue temps 2 to 5.
+void GemmGenerator::emit_scaled_group_sum(int r, int t, int pp, int v, const Xmm& xsum) {
   const Xmm spill = epilogue_temp(2), scale = epilogue_temp(3), offset = epilogue_temp(4);
   const bool asym = key_.asymmetric;
-  auto f16_at = [&](std::int64_t at) { return zmm_ ? yword[bk_ + at] : xword[bk_ + at]; };
   const Xmm sum = acc(r, t);
-  vcvtph2ps(scale, f16_at(trailer));
-  if (asym) vcvtph2ps(offset, f16_at(trailer + kTrailerOffsetBytes));
+  emit_group_scale(scale, pp, v, false);
+  if (asym) emit_group_scale(offset, pp, v, true);
   if (groups_ == 1) {
     vmulps(sum, sum, scale);
     if (asym) vfmadd231ps(sum, xsum, offset);

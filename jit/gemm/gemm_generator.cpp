@@ -27,8 +27,9 @@ GemmGenerator::GemmGenerator(const GemmKey& key)
 
   const int spill_bytes =
       plan_.float_sums_in_memory ? key.blocking.mr * max_per_row_ * vector_bytes_ : 0;
-  StackFrame frame(this, 1, 10, spill_bytes, /*makeEpilog=*/false);
+  StackFrame frame(this, 1, 11, spill_bytes, /*makeEpilog=*/false);
   bind_frame_registers(frame);
+  super_ = frame.t[10];
 
   emit_unit_loop();
   vzeroupper();
@@ -60,8 +61,18 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   k_per_row_ = key.bits == 8 ? 4 : 8;
   rows_per_group_ = key.group / k_per_row_;
   group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
-  trailer_bytes_ = key.asymmetric ? 64 : 32;  // f16 scales (+ f16 offsets): packed_layout.h
-  panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_;
+  // f16 scales (+ f16 offsets), or s8 sub-scales (+ sub-offsets): packed_layout.h
+  superblock_groups_ = key.superblock_groups;
+  trailer_bytes_ = superblock_groups_ ? 32 : key.asymmetric ? 64 : 32;
+  super_header_bytes_ = superblock_groups_ ? (key.asymmetric ? 64 : 32) : 0;
+  panel_bytes_ = (group_data_bytes_ + trailer_bytes_) * groups_ +
+                 (superblock_groups_ ? groups_ / superblock_groups_ * super_header_bytes_ : 0);
+  QF_REQUIRE(superblock_groups_ == 0 || (groups_ % superblock_groups_ == 0 &&
+                                         (superblock_groups_ & (superblock_groups_ - 1)) == 0 &&
+                                         (key.bits == 4 || !key.asymmetric)),
+             "gemm generator: two-level scales are for whole super-blocks of a power-of-two "
+             "number of groups (int8 symmetric or int4), not ",
+             kernel_name(key));
   // Bytes between activation rows: s8 xq (activation.h), f32 or bf16 (float_activations.h).
   a_element_bytes_ = bf16_ ? 2 : (woq_ ? 4 : 1);
   a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * a_element_bytes_, kCacheLine));
@@ -247,6 +258,7 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
 
   mark(tile + "K loop");
   Label group_loop;
+  if (superblock_groups_) emit_first_super_header();
   if (groups_ > 1) {
     mov(gloop_, groups_);
     L(group_loop);
@@ -258,12 +270,35 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
   emit_group_correction(rows, units);
   if (groups_ > 1) {
     dec(gloop_);
-    jnz(group_loop, T_NEAR);
+    if (superblock_groups_)
+      emit_next_super_header(group_loop);
+    else
+      jnz(group_loop, T_NEAR);
   }
   if (key_.epilogue.output != OutputKind::group_sums) {
     mark(tile + "epilogue");
     emit_epilogue(rows, units);
   }
+}
+
+void GemmGenerator::emit_first_super_header() {
+  if (super_slot_ >= 0)
+    mov(qword[rsp + super_slot_], bk_);
+  else
+    mov(super_, bk_);
+  add(bk_, static_cast<int>(super_header_bytes_));
+}
+
+// After dec(gloop_): on to group_loop, through the next super-block's header when the
+// groups left are a whole number of super-blocks (S is a power of two); out when none.
+void GemmGenerator::emit_next_super_header(const Label& group_loop) {
+  Label done;
+  jz(done, T_NEAR);
+  test(gloop_, static_cast<int>(superblock_groups_ - 1));
+  jnz(group_loop, T_NEAR);
+  emit_first_super_header();
+  jmp(group_loop, T_NEAR);
+  L(done);
 }
 
 void GemmGenerator::emit_group_k(int rows, int units) {

@@ -84,7 +84,14 @@ class GemmGenerator : public JitGenerator {
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
   int correction_shift() const;
-  void emit_scaled_group_sum(int row, int t, std::int64_t trailer, const Xmm& xsum);
+  // Float sums += C * scale (+ xsum * offset) for vector t of row `row`; the scale of
+  // panel pp's vector v (ops/quant/packed_layout.h; two-level scales from super_ too).
+  void emit_scaled_group_sum(int row, int t, int pp, int v, const Xmm& xsum);
+  void emit_group_scale(const Xmm& out, int pp, int v, bool offset);
+  // Two-level scales: super_ at the first super-block's header and bk_ past it; after a
+  // group, at a super-block boundary, both on to the next one.
+  void emit_first_super_header();
+  void emit_next_super_header(const Xbyak::Label& group_loop);
   void emit_epilogue(int rows, int units);
   void emit_epilogue_from_registers(int rows, int units);  // y already in acc / fsum
   void emit_unit_epilogue(int rows, int unit, int tail_columns);
@@ -130,6 +137,7 @@ class GemmGenerator : public JitGenerator {
   int slice_vectors_;    // vectors of each panel per pass (register_budget.h)
   int slice_first_ = 0;  // first vector of the pass being emitted
   std::int64_t groups_, rows_per_group_, panel_bytes_, group_data_bytes_, trailer_bytes_;
+  std::int64_t superblock_groups_ = 0, super_header_bytes_ = 0;  // two-level scales
   std::int64_t a_stride_, k_per_row_, n_padded_;
   int max_per_row_;
   int tile_rows_ = 1;     // rows of the tile being emitted
@@ -140,10 +148,17 @@ class GemmGenerator : public JitGenerator {
   int spill_displacement_ = 0;
 
   Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
-  // Names the frame's argument and first 10 temporaries as the registers above.
+  Reg64 super_;          // two-level scales: the current super-block's header (in panel 0)
+  int super_slot_ = -1;  // >= 0: the header pointer lives at [rsp + super_slot_] (AMX)
+  // Names the frame's argument and first 10 temporaries as the registers above (and the
+  // 11th as super_ when the frame has one).
   void bind_frame_registers(const Xbyak::util::StackFrame& frame);
   // A group trailer's offsets follow its 16 f16 scales (ops/quant/packed_layout.h).
   static constexpr int kTrailerOffsetBytes = 32;
+  // Two-level: the trailer's s8 sub-offsets follow its 16 s8 sub-scales; the super-block
+  // header's f16 offsets follow its 16 f16 scales.
+  static constexpr int kTrailerSubOffsetBytes = 16;
+  static constexpr int kSuperOffsetBytes = 32;
   Xbyak::Label constants_;
   GemmKernelFn kernel_ = nullptr;
 };

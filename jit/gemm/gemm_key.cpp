@@ -49,6 +49,7 @@ std::string kernel_name(const GemmKey& key) {
   std::string name = std::string("gemm_u8") + activation_name(key.activation) + "_" + isa + "_n" +
                      std::to_string(key.n) + "_k" + std::to_string(key.k) + "_g" +
                      (key.group == key.k_padded ? std::string("pc") : std::to_string(key.group)) +
+                     (key.superblock_groups ? "x" + std::to_string(key.superblock_groups) : "") +
                      "_w" + std::to_string(key.bits) + (key.asymmetric ? "a" : "s") + "_" +
                      bucket_name(key.bucket) + "_" + std::to_string(key.blocking.mr) + "x" +
                      std::to_string(key.blocking.nr) + "u" + std::to_string(key.blocking.k_unroll);

@@ -4,6 +4,7 @@
 //   gemm_u8s8_avx512vnni_n2048_k5632_g128_w4s_m1_1x8u4_deq-f32
 //        isa ----^  N ----^  K ----^  g ^  ^bits+sym ^bucket ^MRxNR, K unroll ^epilogue
 //   gemm_u8f32_... / gemm_u8bf16_...: a weight-only kernel (f32 / bf16 activations)
+//   ..._g32x8_...: two-level scales, super-blocks of 8 groups (ops/quant/packed_layout.h)
 #pragma once
 
 #include <cstddef>
@@ -55,6 +56,7 @@ struct GemmKey {
   std::int64_t group = 0;     // effective g (= Kp for per-channel / per-tensor)
   int bits = 8;
   bool asymmetric = false;
+  int superblock_groups = 0;  // two-level scales: groups per super-block (0: one-level)
   ActivationKind activation = ActivationKind::s8;
   Epilogue epilogue;  // epilogue.swiglu => interleaved gate/up weights
   MBucket bucket = MBucket::one;
@@ -62,8 +64,8 @@ struct GemmKey {
   int version = kGemmGeneratorVersion;
 
   auto fields() const {
-    return std::tie(isa, n, k, k_padded, group, bits, asymmetric, activation, epilogue, bucket,
-                    blocking, version);
+    return std::tie(isa, n, k, k_padded, group, bits, asymmetric, superblock_groups, activation,
+                    epilogue, bucket, blocking, version);
   }
   bool operator==(const GemmKey& o) const { return fields() == o.fields(); }
 

@@ -107,10 +107,9 @@ void GemmGenerator::emit_woq_group_correction(int rows, int units) {
     vbroadcastss(xsum, dword[sums_ + r * groups_ * 4]);
     for (int t = 0; t < t_count; ++t) {
       const int pp = panel_of(t), v = vector_of(t);
-      const std::int64_t trailer = pp * panel_bytes_ + v * vector_bytes_ / 2;
       const Xmm sum = acc(r, t);
       if (biased) vfnmadd231ps(sum, xsum, constant(kConstOperandBias));  // C = acc - bias * xsum
-      emit_scaled_group_sum(r, t, trailer, xsum);
+      emit_scaled_group_sum(r, t, pp, v, xsum);
     }
   }
 }

@@ -5,11 +5,14 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "model/format/ggml_kquant_repack.h"
+#include "model/format/ggml_kquants.h"
 #include "model/format/ggml_quants.h"
 
 namespace qforge {
 
 std::optional<QuantScheme> native_scheme(GgmlType type) {
+  if (const std::optional<QuantScheme> two_level = kquant_scheme(type)) return two_level;
   QuantScheme scheme;
   scheme.granularity = Granularity::per_group;
   scheme.group = 32;
@@ -65,12 +68,38 @@ void unpack_nibbles(const std::byte* bytes, int shift, std::int16_t* q) {
   }
 }
 
+// The K-quant tensors stacked as a QuantizedTensor: their operands and two-level params
+// read as the packing reads them (native_operand_rows), turned into values and scales.
+QuantizedTensor kquant_quantized(std::span<const TensorView* const> tensors) {
+  const QuantScheme scheme = *kquant_scheme(tensors[0]->type);
+  std::int64_t n = 0;
+  for (const TensorView* t : tensors) n += t->rows;
+  QuantizedTensor out = zero_quantized_tensor(n, tensors[0]->columns, scheme);
+  if (scheme.asymmetric) out.offsets.assign(out.scales.size(), 0.f);
+  const OperandRowSource rows = native_operand_rows(tensors);
+  std::vector<std::uint8_t> operands(static_cast<std::size_t>(out.k_padded));
+  std::vector<GroupParams> params(static_cast<std::size_t>(out.groups()));
+  for (std::int64_t r = 0; r < n; ++r) {
+    rows(r, 1, operands.data(), params.data());
+    for (std::int64_t i = 0; i < out.k_padded; ++i)
+      out.q[static_cast<std::size_t>(r * out.k_padded + i)] = static_cast<std::int16_t>(
+          value_of_operand(operands[static_cast<std::size_t>(i)], scheme.bits, scheme.asymmetric));
+    for (std::int64_t j = 0; j < out.groups(); ++j) {
+      const std::size_t at = static_cast<std::size_t>(r * out.groups() + j);
+      out.scales[at] = params[static_cast<std::size_t>(j)].scale;
+      if (scheme.asymmetric) out.offsets[at] = params[static_cast<std::size_t>(j)].offset;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   QF_REQUIRE(!tensors.empty(), "repack: no tensors");
   const TensorView& first = *tensors[0];
   if (first.encoded) return stacked_encoded(tensors);
+  if (kquant_scheme(first.type)) return kquant_quantized(tensors);
   const std::optional<QuantScheme> scheme = native_scheme(first.type);
   if (!scheme)
     fail("repack: tensor '", first.name, "' type ", ggml_type_name(first.type),
@@ -157,6 +186,18 @@ void native_row(const TensorView& t, std::int64_t r, std::uint8_t* operands, Gro
     return;
   }
   const std::span<const std::byte> row = t.row(r);
+  if (const std::optional<QuantScheme> two_level = kquant_scheme(t.type)) {
+    const std::uint64_t block_bytes = ggml_type_traits(t.type).block_bytes;
+    const std::int64_t groups = kSuperBlockValues / two_level->group;
+    for (std::int64_t b = 0; b < t.columns / std::int64_t{kSuperBlockValues}; ++b) {
+      const std::string what = "repack: tensor '" + t.name + "' row " + std::to_string(r) +
+                               " super-block " + std::to_string(b);
+      kquant_block_operands(t.type, row.data() + b * block_bytes,
+                            operands + b * std::int64_t{kSuperBlockValues}, params + b * groups,
+                            what.c_str());
+    }
+    return;
+  }
   const std::int64_t blocks = t.columns / 32;
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::uint8_t* op = operands + b * 32;
@@ -213,7 +254,8 @@ OperandRowSource native_operand_rows(std::span<const TensorView* const> tensors)
     n += t->rows;
   }
   const EncodedGeometry g = encoded_geometry(n, first.columns, *scheme);
-  QF_REQUIRE(first.encoded || first.columns % 32 == 0, "repack: '", first.name, "' has ",
+  const std::int64_t block = kquant_scheme(first.type) ? std::int64_t{kSuperBlockValues} : 32;
+  QF_REQUIRE(first.encoded || first.columns % block == 0, "repack: '", first.name, "' has ",
              first.columns, " columns, not whole blocks");
   return [parts, starts, g](std::int64_t row, std::int64_t count, std::uint8_t* operands,
                             GroupParams* params) {

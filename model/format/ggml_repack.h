@@ -6,6 +6,7 @@
 //                                                                  scale d, q = n - 8
 //   Q4_1 block (32 values): w = d * n + m,   n in [0, 15]      ->  int4 g32 asymmetric,
 //                                                                  scale d, q = n, offset m
+// and the K-quants Q2_K, Q3_K, Q4_K and Q6_K into two-level groups (ggml_kquant_repack.h),
 // so the packed kernels compute exactly what ggml's dequantized weights give (Q4_1's
 // minimum m rides in the packed offset, which the kernels multiply by the activation's
 // group sum, as ggml's q4_1 x q8_1 dot product does).

@@ -172,9 +172,9 @@ TensorChoice default_choice(const Precision& p, Role role) {
 //
 //   per tensor:  the last matching rule, else default_choice(role)
 //   per layer:   its fused tensors' choices, which must agree
-//   native:      kept for a Q8_0 / Q4_0 / Q4_1 tensor (a fused layer's all of one
-//                type); otherwise the precision's scheme (int8 per-channel for the
-//                classifier and the embedding)
+//   native:      kept for a Q8_0 / Q4_0 / Q4_1 / Q2_K / Q3_K / Q4_K / Q6_K tensor (a
+//                fused layer's all of one type); otherwise the precision's scheme (int8
+//                per-channel for the classifier and the embedding)
 class PolicyPlanner {
  public:
   PolicyPlanner(const ModelFile& model, const Precision& precision)
@@ -185,8 +185,9 @@ class PolicyPlanner {
     std::string first;
     for (const TensorView* t : tensors) {
       const std::string name = tensor_name(*t, role);
+      // "native" is decided for the fused layer as a whole below (a Q4_K attn_q beside an
+      // F32 attn_k is native for neither).
       TensorChoice here = tensor_choice(name, role);
-      if (here.kind == TensorChoice::Kind::native && !native_scheme(*t)) here = fallback(role);
       if (first.empty()) {
         first = name;
         choice = here;

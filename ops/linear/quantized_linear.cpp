@@ -176,6 +176,7 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
   key.group = h.group;
   key.bits = h.bits;
   key.asymmetric = h.asymmetric != 0;
+  key.superblock_groups = h.superblock_groups;
   key.epilogue = epilogue;
   key.bucket = bucket_of(m, tuned_gemm_min_rows(key).value_or(kDefaultGemmMinRows));
   key.blocking = tuned_blocking(key).value_or(default_blocking(key));

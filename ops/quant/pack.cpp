@@ -48,6 +48,28 @@ float group_offset(const std::uint8_t* group_trailer, int lane) {
   return load_f16(group_trailer + kTrailerOffset + 2 * lane);
 }
 
+const std::uint8_t* packed_group(const std::uint8_t* panel, const PackedGeometry& geo,
+                                 std::int64_t j) {
+  return panel + geo.group_offset(j);
+}
+
+float packed_scale(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane) {
+  const std::uint8_t* trailer = packed_group(panel, geo, j) + geo.group_data_bytes;
+  if (geo.superblock_groups == 0) return group_scale(trailer, lane);
+  const std::uint8_t* header = panel + geo.super_header_offset(j / geo.superblock_groups);
+  const auto sub = static_cast<std::int8_t>(trailer[kTrailerSubScales + lane]);
+  return static_cast<float>(sub) * load_f16(header + kSuperScales + 2 * lane);
+}
+
+float packed_offset(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j,
+                    int lane) {
+  const std::uint8_t* trailer = packed_group(panel, geo, j) + geo.group_data_bytes;
+  if (geo.superblock_groups == 0) return group_offset(trailer, lane);
+  const std::uint8_t* header = panel + geo.super_header_offset(j / geo.superblock_groups);
+  const auto sub = static_cast<std::int8_t>(trailer[kTrailerSubOffsets + lane]);
+  return static_cast<float>(sub) * load_f16(header + kSuperOffsets + 2 * lane);
+}
+
 namespace {
 
 // One group of a panel before it is laid out: the operand bytes of its 16 columns,
@@ -55,6 +77,7 @@ namespace {
 struct PanelGroup {
   std::vector<std::uint8_t> operands;
   GroupParams params[kPanelWidth];
+  std::vector<GroupParams> block[kPanelWidth];  // two-level: a super-block's params per lane
 };
 
 void store_f16(std::uint8_t* at, float value) {
@@ -62,15 +85,46 @@ void store_f16(std::uint8_t* at, float value) {
   std::memcpy(at, &half, 2);
 }
 
-// Writes one group (rows + trailer) at `dst`.
-void write_group(std::uint8_t* dst, const PanelGroup& pg, const PackedHeader& h,
+// Writes group j (rows + trailer) of the panel at `panel`; for two-level scales, the
+// super-block's header with its first group, and a check that the later groups share it.
+void write_group(std::uint8_t* panel, std::int64_t j, const PanelGroup& pg, const PackedHeader& h,
                  const PackedGeometry& geo) {
   const bool asym = h.asymmetric != 0;
+  std::uint8_t* dst = panel + geo.group_offset(j);
   write_group_rows(dst, pg.operands.data(), h.group, h.bits);
   std::uint8_t* trailer = dst + geo.group_data_bytes;
+  if (geo.superblock_groups == 0) {
+    for (int c = 0; c < kPanelWidth; ++c) {
+      store_f16(trailer + kTrailerScales + 2 * c, pg.params[c].scale);
+      if (asym)
+        store_f16(trailer + kTrailerOffset + 2 * c, asymmetric_offset(pg.params[c], h.bits));
+    }
+    return;
+  }
+  std::uint8_t* header = panel + geo.super_header_offset(j / geo.superblock_groups);
+  const bool first = j % geo.superblock_groups == 0;
   for (int c = 0; c < kPanelWidth; ++c) {
-    store_f16(trailer + kTrailerScales + 2 * c, pg.params[c].scale);
-    if (asym) store_f16(trailer + kTrailerOffset + 2 * c, asymmetric_offset(pg.params[c], h.bits));
+    const GroupParams& p = pg.params[c];
+    std::uint8_t super[4];
+    std::memcpy(super, &p.sub_scale, 1);
+    std::memcpy(super + 1, &p.sub_offset, 1);
+    trailer[kTrailerSubScales + c] = super[0];
+    trailer[kTrailerSubOffsets + c] = asym ? super[1] : 0;
+    const std::uint16_t scale = f32_to_f16(p.super_scale), offset = f32_to_f16(p.super_offset);
+    QF_REQUIRE(
+        f16_to_f32(scale) == p.super_scale && (!asym || f16_to_f32(offset) == p.super_offset),
+        "pack: the super-block scale ", p.super_scale, " / offset ", p.super_offset, " of lane ", c,
+        " is not an f16");
+    if (first) {
+      std::memcpy(header + kSuperScales + 2 * c, &scale, 2);
+      if (asym) std::memcpy(header + kSuperOffsets + 2 * c, &offset, 2);
+      continue;
+    }
+    std::uint16_t stored_scale, stored_offset = offset;
+    std::memcpy(&stored_scale, header + kSuperScales + 2 * c, 2);
+    if (asym) std::memcpy(&stored_offset, header + kSuperOffsets + 2 * c, 2);
+    QF_REQUIRE(stored_scale == scale && stored_offset == offset, "pack: group ", j, " of lane ", c,
+               " does not share its super-block's scale and offset");
   }
 }
 
@@ -114,6 +168,67 @@ struct FloatSources {
   GroupParams tensor_params[2];
 };
 
+// The params of one row's super-block starting at k0 (two-level scales): each group's
+// one-level range, then f16 super values of the largest magnitudes over 127 and integer
+// parts rounded outward, so every group's range stays covered:
+//   symmetric   scale_j = ceil(s_j / S) * S,  S = f16 up (max_j s_j / 127)
+//   asymmetric  offset_j = ceil(lo_j / O) * O <= lo_j  (O = -f16 up (max_j |lo_j| / 127)),
+//               then scale_j as above for (hi_j - offset_j) / q_max
+void choose_two_level_params(const float* row, std::int64_t k, std::int64_t k0,
+                             const PackedHeader& h, const PackedGeometry& geo,
+                             std::vector<GroupParams>& out) {
+  const std::int64_t g = h.group, groups = geo.superblock_groups;
+  const bool asym = h.asymmetric != 0;
+  const float q_max = h.bits == 8 ? 127.f : (asym ? 15.f : 7.f);
+  std::vector<float> lo(groups, 0.f), hi(groups, 0.f), needed(groups, 0.f);
+  float largest_lo = 0.f;
+  for (std::int64_t j = 0; j < groups; ++j) {
+    const std::int64_t first = k0 + j * g,
+                       count = std::max<std::int64_t>(0, std::min(g, k - first));
+    require_finite(row + first, count, "pack: weights");
+    for (std::int64_t i = 0; i < count; ++i) {
+      lo[j] = std::min(lo[j], row[first + i]);
+      hi[j] = std::max(hi[j], row[first + i]);
+    }
+    largest_lo = std::max(largest_lo, -lo[j]);
+  }
+  const float super_offset = asym ? -round_scale_to_f16(largest_lo / 127.f) : 0.f;
+  std::vector<int> sub_offset(groups, 0);
+  float largest = 0.f;
+  for (std::int64_t j = 0; j < groups; ++j) {
+    if (asym && super_offset != 0.f)
+      sub_offset[j] = static_cast<int>(std::min(127.f, std::ceil(lo[j] / super_offset)));
+    const float offset = static_cast<float>(sub_offset[j]) * super_offset;
+    needed[j] = asym ? (hi[j] - offset) / q_max : std::max(-lo[j], hi[j]) / q_max;
+    largest = std::max(largest, needed[j]);
+  }
+  const float super_scale = round_scale_to_f16(largest / 127.f);
+  out.resize(static_cast<std::size_t>(groups));
+  for (std::int64_t j = 0; j < groups; ++j) {
+    const int sub_scale =
+        super_scale == 0.f ? 0
+                           : static_cast<int>(std::min(127.f, std::ceil(needed[j] / super_scale)));
+    out[static_cast<std::size_t>(j)] = two_level_params(
+        sub_scale, super_scale, sub_offset[static_cast<std::size_t>(j)], super_offset);
+  }
+}
+
+// The operands of one two-level group: q = clamp(round((w - offset) / scale)), the group's
+// padding quantized as 0 would be.
+void quantize_two_level(const float* values, std::int64_t count, std::int64_t group,
+                        const GroupParams& p, const PackedHeader& h, std::uint8_t* operands) {
+  const bool asym = h.asymmetric != 0;
+  const float q_min = asym ? 0.f : (h.bits == 8 ? -127.f : -8.f);
+  const float q_max = asym ? 15.f : (h.bits == 8 ? 127.f : 7.f);
+  const int bias = operand_of(0, h.bits, asym);
+  auto operand = [&](float w) {
+    const float q = p.scale == 0.f ? 0.f : std::round((w - p.offset) / p.scale);
+    return static_cast<std::uint8_t>(static_cast<int>(std::clamp(q, q_min, q_max)) + bias);
+  };
+  for (std::int64_t i = 0; i < count; ++i) operands[i] = operand(values[i]);
+  std::fill(operands + count, operands + group, operand(0.f));
+}
+
 // Quantizes panels [panel_begin, panel_end) of `packed` from `src` (on this thread;
 // `pg` is its scratch).
 void pack_panels(PackedWeights& packed, const FloatSources& src, std::int64_t panel_begin,
@@ -124,17 +239,25 @@ void pack_panels(PackedWeights& packed, const FloatSources& src, std::int64_t pa
   const std::int64_t k = h.k, g = h.group;
   const int offset = operand_of(0, h.bits, h.asymmetric);
   pg.operands.resize(kPanelWidth * g);
+  const std::int64_t super_groups = geo.superblock_groups;
   for (std::int64_t panel = panel_begin; panel < panel_end; ++panel) {
     std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
-    for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
-      const std::int64_t k0 = j * g, count = std::min(g, k - k0);
+    for (std::int64_t j = 0; j < geo.groups; ++j) {
+      const std::int64_t k0 = j * g, count = std::max<std::int64_t>(0, std::min(g, k - k0));
       for (int c = 0; c < kPanelWidth; ++c) {
         const PanelColumn pc = panel_column(h, panel, c);
         if (pc.column < 0) {
           write_padding_column(pg, c, g, offset);
           continue;
         }
-        const float* values = src.rows[pc.half] + (pc.column - src.first_row) * k + k0;
+        const float* row = src.rows[pc.half] + (pc.column - src.first_row) * k;
+        if (super_groups != 0) {  // the super-block's params, once, at its first group
+          if (j % super_groups == 0) choose_two_level_params(row, k, k0, h, geo, pg.block[c]);
+          pg.params[c] = pg.block[c][static_cast<std::size_t>(j % super_groups)];
+          quantize_two_level(row + k0, count, g, pg.params[c], h, pg.operands.data() + c * g);
+          continue;
+        }
+        const float* values = row + k0;
         bool finite = true;
         const GroupParams p =
             per_tensor ? src.tensor_params[pc.half]
@@ -148,7 +271,7 @@ void pack_panels(PackedWeights& packed, const FloatSources& src, std::int64_t pa
         quantize_operands_fast(values, count, g, p, h.bits, h.asymmetric, offset,
                                pg.operands.data() + c * g);
       }
-      write_group(dst, pg, h, geo);
+      write_group(dst, j, pg, h, geo);
     }
   }
 }
@@ -261,6 +384,8 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
                          int threads) {
   const PackedHeader& h = packed.header;
   const PackedGeometry& geo = packed.geometry;
+  QF_REQUIRE(geo.superblock_groups == 0, "pack: a quantized tensor's float scales cannot be ",
+             "split into two-level scales (", to_string(scheme_of(h)), ")");
   const int halves = h.interleaved_pair ? 2 : 1;
   for (int s = 0; s < halves; ++s) {
     const QuantizedTensor& t = *sources[s];
@@ -282,7 +407,7 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
     const int offset = operand_of(0, h.bits, h.asymmetric);
     for (std::int64_t panel = begin; panel < end; ++panel) {
       std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
-      for (std::int64_t j = 0; j < geo.groups; ++j, dst += geo.group_bytes) {
+      for (std::int64_t j = 0; j < geo.groups; ++j) {
         for (int c = 0; c < kPanelWidth; ++c) {
           const PanelColumn pc = panel_column(h, panel, c);
           const std::int64_t column = pc.column;
@@ -301,7 +426,7 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
             operands[i] = static_cast<std::uint8_t>(src[i] + offset);
           }
         }
-        write_group(dst, pg, h, geo);
+        write_group(dst, j, pg, h, geo);
       }
     }
   });
@@ -339,7 +464,7 @@ PackedWeights pack_operands(PackedWeights packed, const OperandRowSource* const 
                          halves * geo.panel_bytes);
       for (std::int64_t panel = b * halves; panel < (b + 1) * halves; ++panel) {
         std::uint8_t* dst = packed.data.data() + panel * geo.panel_bytes;
-        for (std::int64_t j = 0; j < groups; ++j, dst += geo.group_bytes) {
+        for (std::int64_t j = 0; j < groups; ++j) {
           for (int c = 0; c < kPanelWidth; ++c) {
             const PanelColumn pc = panel_column(h, panel, c);
             if (pc.column < 0) {
@@ -351,7 +476,7 @@ PackedWeights pack_operands(PackedWeights packed, const OperandRowSource* const 
             std::memcpy(pg.operands.data() + c * g, operands[pc.half].get() + r * kp + j * g,
                         static_cast<std::size_t>(g));
           }
-          write_group(dst, pg, h, geo);
+          write_group(dst, j, pg, h, geo);
         }
       }
     }
@@ -410,21 +535,24 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
   bool integer_zero_points = true;
   const bool asym = h.asymmetric != 0;
   for (std::int64_t panel = 0; panel < geo.panels; ++panel) {
-    const std::uint8_t* group = packed.panel(panel);
-    for (std::int64_t j = 0; j < geo.groups; ++j, group += geo.group_bytes) {
-      const std::uint8_t* trailer = group + geo.group_data_bytes;
+    for (std::int64_t j = 0; j < geo.groups; ++j) {
+      const std::uint8_t* group = packed_group(packed.panel(panel), geo, j);
       for (int c = 0; c < kPanelWidth; ++c) {
         const PanelColumn pc = panel_column(h, panel, c);
         if (pc.column < 0 || pc.half != half) continue;
         for (std::int64_t i = 0; i < h.group; ++i)
           t.q[pc.column * t.k_padded + j * h.group + i] = static_cast<std::int16_t>(
               value_of_operand(packed_operand(group, h.bits, c, i), h.bits, asym));
-        const float scale = group_scale(trailer, c);
-        const float offset = asym ? group_offset(trailer, c) : 0.f;
+        const float scale = packed_scale(packed.panel(panel), geo, j, c);
+        const float offset = asym ? packed_offset(packed.panel(panel), geo, j, c) : 0.f;
         const std::int64_t gi = pc.column * geo.groups + j;
         t.scales[gi] = scale;
         offsets[gi] = offset;
         if (!asym) continue;
+        if (geo.superblock_groups != 0) {  // two-level offsets are float minima
+          integer_zero_points = false;
+          continue;
+        }
         // The integer zero point whose offset this is, if there is one (else a Q4_1 minimum).
         GroupParams p{scale, 0, 0.f};
         const float ratio = scale != 0.f ? offset / scale : 0.f;

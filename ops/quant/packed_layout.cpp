@@ -17,11 +17,13 @@ PackedHeader make_packed_header(std::int64_t n, std::int64_t k, const QuantSchem
   h.asymmetric = scheme.asymmetric;
   h.granularity = static_cast<std::uint8_t>(scheme.granularity);
   h.interleaved_pair = interleaved_pair;
+  h.superblock_groups = static_cast<std::uint16_t>(scheme.superblock_groups());
   h.n = n;
   h.k = k;
   if (scheme.granularity == Granularity::per_group) {
     h.group = scheme.group;
-    h.k_padded = static_cast<std::int64_t>(round_up(k, scheme.group));
+    h.k_padded = static_cast<std::int64_t>(
+        round_up(k, scheme.two_level() ? scheme.superblock : scheme.group));
   } else {
     h.k_padded = static_cast<std::int64_t>(round_up(k, kPerChannelKAlign));
     h.group = h.k_padded;
@@ -41,9 +43,16 @@ PackedGeometry geometry_of(const PackedHeader& h) {
   const std::int64_t k_per_row = h.bits == 8 ? kQuadK : 2 * kQuadK;
   g.rows_per_group = h.group / k_per_row;
   g.group_data_bytes = g.rows_per_group * kRowBytes;
-  g.trailer_bytes = h.asymmetric ? kTrailerBytesAsymmetric : kTrailerBytesSymmetric;
+  g.superblock_groups = h.superblock_groups;
+  if (g.superblock_groups == 0) {
+    g.trailer_bytes = h.asymmetric ? kTrailerBytesAsymmetric : kTrailerBytesSymmetric;
+  } else {
+    g.trailer_bytes = kTrailerBytesTwoLevel;
+    g.super_header_bytes = h.asymmetric ? kSuperHeaderBytesAsymmetric : kSuperHeaderBytesSymmetric;
+  }
   g.group_bytes = g.group_data_bytes + g.trailer_bytes;
-  g.panel_bytes = g.group_bytes * g.groups;
+  g.panel_bytes = g.group_bytes * g.groups +
+                  (g.superblock_groups ? g.groups / g.superblock_groups : 0) * g.super_header_bytes;
   g.total_bytes = g.panel_bytes * g.panels;
   return g;
 }
@@ -54,6 +63,7 @@ QuantScheme scheme_of(const PackedHeader& h) {
   s.asymmetric = h.asymmetric != 0;
   s.granularity = static_cast<Granularity>(h.granularity);
   s.group = s.granularity == Granularity::per_group ? static_cast<int>(h.group) : 0;
+  s.superblock = s.group * h.superblock_groups;
   return s;
 }
 
@@ -66,7 +76,8 @@ void validate(const PackedHeader& h, const char* what) {
   const QuantScheme scheme = scheme_of(h);
   const PackedHeader expected = make_packed_header(h.n, h.k, scheme, h.interleaved_pair != 0);
   QF_REQUIRE(expected.k_padded == h.k_padded && expected.n_padded == h.n_padded &&
-                 expected.group == h.group && expected.total_bytes == h.total_bytes,
+                 expected.group == h.group && expected.total_bytes == h.total_bytes &&
+                 expected.superblock_groups == h.superblock_groups,
              what, ": header sizes are inconsistent (N ", h.n, ", K ", h.k, ", g ", h.group, ")");
 }
 

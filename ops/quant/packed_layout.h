@@ -44,6 +44,22 @@
 // gives offset = f16(s * (128 - z)) (int8) or f16(-s * z) (int4); GGUF Q4_1
 // (w = d * n + m) gives scale d and offset m exactly, with the nibble n as the operand.
 //
+// Two-level scales (a scheme with a super-block of S groups, GGUF's K-quants): the
+// group's scale and offset are small integers times f16 values shared by its super-block,
+// as the file holds them (Q4_K: w = d * sc * q - dmin * m per 32 weights, d and dmin per
+// 256). Each super-block of a panel starts with a header; the trailers hold the integers:
+//
+//   panel p:  super-block 0: header | group 0 | ... | group S-1
+//             super-block 1: header | group S | ...
+//   header   (32 bytes, 64 asymmetric): super_scale[16] f16 | (super_offset[16] f16)
+//   trailer  (32 bytes):                sub_scale[16] s8    | sub_offset[16] s8 (asym)
+//   scale  = float(sub_scale) * super_scale     offset = float(sub_offset) * super_offset
+//
+// Both products are exact in f32 (an 11-bit f16 significand times a 7-bit integer), so
+// the kernels form exactly the scale and offset of the one-level form; Kp is a multiple
+// of the super-block. Bytes: int4 g32 asym S 8 (Q4_K) 0.578 per weight (the file: 0.5625),
+// int8 g16 sym S 16 (Q6_K) 1.133 (0.820).
+//
 // Interleaved pairs (SwiGLU): panel 2p holds gate columns 16p.., panel 2p+1 the up
 // columns 16p..; the kernel emits silu(gate) * up for the N outputs.
 #pragma once
@@ -68,6 +84,14 @@ inline constexpr int kTrailerScales = 0;
 inline constexpr int kTrailerOffset = 32;  // asymmetric only
 inline constexpr int kTrailerBytesSymmetric = 32;
 inline constexpr int kTrailerBytesAsymmetric = 64;
+// Two-level scales: the trailer's s8 integers and the super-block header's f16 values.
+inline constexpr int kTrailerSubScales = 0;
+inline constexpr int kTrailerSubOffsets = 16;
+inline constexpr int kTrailerBytesTwoLevel = 32;
+inline constexpr int kSuperScales = 0;
+inline constexpr int kSuperOffsets = 32;  // asymmetric only
+inline constexpr int kSuperHeaderBytesSymmetric = 32;
+inline constexpr int kSuperHeaderBytesAsymmetric = 64;
 
 // The bias of the operand encoding (v = operand - bias, table above).
 constexpr int operand_bias(int bits, bool asymmetric) {
@@ -83,13 +107,13 @@ struct PackedHeader {
   std::uint8_t asymmetric = 0;
   std::uint8_t granularity = 0;  // Granularity
   std::uint8_t interleaved_pair = 0;
-  std::uint16_t reserved0 = 0;
-  std::int64_t n = 0;            // output columns (per half for an interleaved pair)
-  std::int64_t k = 0;            // input length
-  std::int64_t group = 0;        // effective g (Kp for per-channel / per-tensor)
-  std::int64_t n_padded = 0;     // Np: 16 * panels (both halves for a pair)
-  std::int64_t k_padded = 0;     // Kp
-  std::int64_t total_bytes = 0;  // data bytes after the header
+  std::uint16_t superblock_groups = 0;  // S of two-level scales; 0: one-level
+  std::int64_t n = 0;                   // output columns (per half for an interleaved pair)
+  std::int64_t k = 0;                   // input length
+  std::int64_t group = 0;               // effective g (Kp for per-channel / per-tensor)
+  std::int64_t n_padded = 0;            // Np: 16 * panels (both halves for a pair)
+  std::int64_t k_padded = 0;            // Kp
+  std::int64_t total_bytes = 0;         // data bytes after the header
 };
 static_assert(sizeof(PackedHeader) == 64, "PackedHeader must stay one cache line");
 
@@ -100,10 +124,21 @@ struct PackedGeometry {
   std::int64_t groups = 0;          // groups per panel = Kp / g
   std::int64_t rows_per_group = 0;  // 64-byte rows of quantized data per group
   std::int64_t group_data_bytes = 0;
-  std::int64_t trailer_bytes = 0;  // 32 sym, 64 asym
-  std::int64_t group_bytes = 0;    // data + trailer
+  std::int64_t trailer_bytes = 0;       // 32 sym, 64 asym (32 two-level)
+  std::int64_t group_bytes = 0;         // data + trailer
+  std::int64_t superblock_groups = 0;   // S (0: one-level scales, no headers)
+  std::int64_t super_header_bytes = 0;  // 32 sym, 64 asym (0 one-level)
   std::int64_t panel_bytes = 0;
   std::int64_t total_bytes = 0;
+
+  // Byte offsets of group j and of super-block b's header from the start of a panel.
+  std::int64_t group_offset(std::int64_t j) const {
+    return j * group_bytes +
+           (superblock_groups ? (j / superblock_groups + 1) : 0) * super_header_bytes;
+  }
+  std::int64_t super_header_offset(std::int64_t b) const {
+    return b * (superblock_groups * group_bytes + super_header_bytes);
+  }
 };
 
 // Builds the header for N x K under `scheme` (validates; throws qforge::Error).

@@ -48,6 +48,17 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
   return p;
 }
 
+GroupParams two_level_params(int sub_scale, float super_scale, int sub_offset, float super_offset) {
+  GroupParams p;
+  p.sub_scale = static_cast<std::int8_t>(sub_scale);
+  p.sub_offset = static_cast<std::int8_t>(sub_offset);
+  p.super_scale = super_scale;
+  p.super_offset = super_offset;
+  p.scale = static_cast<float>(sub_scale) * super_scale;  // exact: 11 x 8 significant bits
+  p.offset = static_cast<float>(sub_offset) * super_offset;
+  return p;
+}
+
 float asymmetric_offset(const GroupParams& p, int bits) {
   const int zero_coef = bits == 8 ? 128 - p.zero_point : -p.zero_point;
   const float offset = p.scale * static_cast<float>(zero_coef) + p.offset;
@@ -98,6 +109,8 @@ QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::in
                                    const QuantScheme& scheme) {
   QF_REQUIRE(weights != nullptr, "quantize: weights pointer is null");
   QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
+  QF_REQUIRE(!scheme.two_level(), "quantize: the reference quantizer has one-level scales; ",
+             to_string(scheme), " is packed by pack_weights");
 
   std::vector<float> row(t.k_padded, 0.f);  // zero-padded copy of one row
   for (std::int64_t r = 0; r < n; ++r) {
@@ -142,6 +155,10 @@ std::vector<float> dequantize(const QuantizedTensor& t) {
       const float v = static_cast<float>(t.q[r * t.k_padded + c] - v_shift);
       if (!asym) {
         w[r * t.k + c] = t.scales[g] * v;
+        continue;
+      }
+      if (t.scheme.two_level()) {  // the exact product sub_offset * super_offset
+        w[r * t.k + c] = t.scales[g] * v + t.offsets[g];
         continue;
       }
       const GroupParams p{t.scales[g], t.zero_points[g], t.offsets.empty() ? 0.f : t.offsets[g]};

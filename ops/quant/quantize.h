@@ -24,7 +24,13 @@ struct GroupParams {
   float scale = 0.f;
   int zero_point = 0;  // 0 for symmetric schemes
   float offset = 0.f;  // int4 asymmetric with a float minimum (GGUF Q4_1): w = scale * q + offset
+  // Two-level scales (packed_layout.h): scale = sub_scale * super_scale and offset =
+  // sub_offset * super_offset exactly, the super values f16 and shared by a super-block.
+  std::int8_t sub_scale = 0, sub_offset = 0;
+  float super_scale = 0.f, super_offset = 0.f;
 };
+// The parameters of a two-level group: scale and offset formed from the parts.
+GroupParams two_level_params(int sub_scale, float super_scale, int sub_offset, float super_offset);
 // The float term an asymmetric group's weights carry beside scale * v (see
 // ops/quant/packed_layout.h): scale * (128 - z) for int8, -scale * z + offset for int4,
 // rounded to f16 as the packed layout stores it.

@@ -10,6 +10,7 @@ void validate(const QuantScheme& s) {
   QF_REQUIRE(s.bits == 8 || s.bits == 4, "quant scheme: bits must be 8 or 4, got ", s.bits);
   if (s.granularity != Granularity::per_group) {
     QF_REQUIRE(s.group == 0, "quant scheme: a group size is only meaningful per-group");
+    QF_REQUIRE(s.superblock == 0, "quant scheme: a super-block is only meaningful per-group");
     return;
   }
   QF_REQUIRE(s.group >= 4 && s.group % 4 == 0,
@@ -19,12 +20,22 @@ void validate(const QuantScheme& s) {
              s.group);
   QF_REQUIRE(s.group <= kMaxGroup, "quant scheme: group size ", s.group, " exceeds ", kMaxGroup,
              " (int32 accumulator bound)");
+  if (s.superblock == 0) return;
+  const int groups = s.superblock / s.group;
+  QF_REQUIRE(s.superblock > 0 && s.superblock % s.group == 0 && groups <= kMaxSuperblockGroups &&
+                 (groups & (groups - 1)) == 0,
+             "quant scheme: a super-block must be a power-of-two number (at most ",
+             kMaxSuperblockGroups, ") of groups, got ", s.superblock, " k of groups of ", s.group);
+  QF_REQUIRE(s.bits == 4 || !s.asymmetric,
+             "quant scheme: two-level scales are int4 (symmetric or asymmetric) or int8 "
+             "symmetric, not int8 asymmetric");
 }
 
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
   auto bad = [&]() {
     fail(where, ": unknown quantization '", text,
          "' (forms: int8, int4, int8-g<G>, int4-g<G>, each optionally -asym; int8-tensor; "
+         "per-group two-level scales: int4-g<G>-sb<S>; "
          "any of them prefixed woq- for weight-only)");
   };
   QuantScheme s;
@@ -52,7 +63,16 @@ QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
     s.granularity = Granularity::per_tensor;
   } else if (rest.substr(0, 2) == "-g") {
     s.granularity = Granularity::per_group;
-    const std::string_view digits = rest.substr(2);
+    std::string_view digits = rest.substr(2);
+    if (const std::size_t sb = digits.find("-sb"); sb != std::string_view::npos) {
+      const std::string_view super_digits = digits.substr(sb + 3);
+      auto [end, ec] = std::from_chars(super_digits.data(),
+                                       super_digits.data() + super_digits.size(), s.superblock);
+      if (ec != std::errc() || end != super_digits.data() + super_digits.size() ||
+          s.superblock <= 0)
+        bad();
+      digits = digits.substr(0, sb);
+    }
     auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), s.group);
     if (ec != std::errc() || end != digits.data() + digits.size()) bad();
   } else {
@@ -71,6 +91,7 @@ std::string to_string(const QuantScheme& s) {
   name += s.bits == 8 ? "int8" : "int4";
   if (s.granularity == Granularity::per_tensor) name += "-tensor";
   if (s.granularity == Granularity::per_group) name += "-g" + std::to_string(s.group);
+  if (s.superblock != 0) name += "-sb" + std::to_string(s.superblock);
   if (s.asymmetric) name += "-asym";
   return name;
 }

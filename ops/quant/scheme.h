@@ -4,6 +4,9 @@
 //   "int8-g128"       int8, symmetric, one scale per 128 consecutive k of a row
 //   "int4-g32-asym"   int4, asymmetric (scale + zero point) per 32 k
 //   "int8-tensor"     int8, symmetric, one scale for the whole tensor
+//   "int4-g32-sb256-asym"
+//                     two-level scales, as GGUF's K-quants hold them: each group's scale
+//                     (and offset) is a small integer times an f16 of its 256-k super-block
 //   "woq-int4-g128"   the same weights, run weight-only: activations stay f32 and the
 //                     kernels dequantize the packed weights in registers (FMA)
 #pragma once
@@ -21,12 +24,19 @@ struct QuantScheme {
   bool asymmetric = false;  // zero point per group
   Granularity granularity = Granularity::per_channel;
   int group = 0;  // k per scale for per_group; 0 otherwise
+  // k per super-block of two-level scales (a multiple of the group, a power-of-two number
+  // of groups); 0 for one-level scales. Packed: ops/quant/packed_layout.h.
+  int superblock = 0;
   // Weight-only: the packed layout is the same; only the kernels' activation operand
   // differs (f32 rows instead of per-token int8).
   bool weight_only = false;
 
   bool operator==(const QuantScheme&) const = default;
+  bool two_level() const { return superblock != 0; }
+  int superblock_groups() const { return superblock != 0 ? superblock / group : 0; }
 };
+// Most groups of a super-block (the packed layout stores their number in 16 bits).
+inline constexpr int kMaxSuperblockGroups = 256;
 
 // Largest group for which 255 * 128 * g cannot overflow an int32 accumulator.
 inline constexpr int kMaxGroup = 65536;
@@ -42,7 +52,8 @@ inline QuantScheme stored_form(QuantScheme scheme) {
 // Parses the names above; throws qforge::Error naming `where` and listing the forms.
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where = "--quant");
 std::string to_string(const QuantScheme& scheme);
-// Checks bits, group (multiple of 4, of 8 for int4, <= kMaxGroup); throws otherwise.
+// Checks bits, group (multiple of 4, of 8 for int4, <= kMaxGroup) and super-block;
+// throws otherwise.
 void validate(const QuantScheme& scheme);
 
 }  // namespace qforge

@@ -22,7 +22,7 @@ void check_shapes(const PackedWeights& w, const QuantizedActivations& x) {
 std::int32_t corrected_sum(const PackedWeights& w, const QuantizedActivations& x, std::int64_t m,
                            std::int64_t panel, int lane, std::int64_t j) {
   const std::int64_t g = w.header.group;
-  const std::uint8_t* group = w.panel(panel) + j * w.geometry.group_bytes;
+  const std::uint8_t* group = packed_group(w.panel(panel), w.geometry, j);
   const int bias = operand_bias(w.bits(), w.asymmetric());
   std::int32_t sum = 0;
   for (std::int64_t i = 0; i < g; ++i)
@@ -36,11 +36,11 @@ float dequantized_output(const PackedWeights& w, const QuantizedActivations& x, 
   const PackedGeometry& geo = w.geometry;
   float y = 0.f;
   for (std::int64_t j = 0; j < geo.groups; ++j) {
-    const std::uint8_t* trailer = w.panel(panel) + j * geo.group_bytes + geo.group_data_bytes;
-    const float scale = group_scale(trailer, lane);
+    const float scale = packed_scale(w.panel(panel), geo, j, lane);
     y = std::fma(static_cast<float>(corrected_sum(w, x, m, panel, lane, j)), scale, y);
     if (w.asymmetric())
-      y = std::fma(static_cast<float>(x.sums(m)[j]), group_offset(trailer, lane), y);
+      y = std::fma(static_cast<float>(x.sums(m)[j]), packed_offset(w.panel(panel), geo, j, lane),
+                   y);
   }
   return y * x.scale[m];
 }
@@ -61,13 +61,12 @@ float dequantized_output(const PackedWeights& w, const FloatActivations& x, std:
   const int bias = operand_bias(w.bits(), w.asymmetric());
   double y = 0;
   for (std::int64_t j = 0; j < geo.groups; ++j) {
-    const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
-    const std::uint8_t* trailer = group + geo.group_data_bytes;
+    const std::uint8_t* group = packed_group(w.panel(panel), geo, j);
     double c = 0;
     for (std::int64_t i = 0; i < g; ++i)
       c += double(x.value(m, j * g + i)) * (packed_operand(group, w.bits(), lane, i) - bias);
-    y += c * group_scale(trailer, lane);
-    if (w.asymmetric()) y += double(x.sums(m)[j]) * group_offset(trailer, lane);
+    y += c * packed_scale(w.panel(panel), geo, j, lane);
+    if (w.asymmetric()) y += double(x.sums(m)[j]) * packed_offset(w.panel(panel), geo, j, lane);
   }
   return static_cast<float>(y);
 }

@@ -86,6 +86,32 @@ TEST(AmxKernels, EveryGroupSchemeAndEpilogue) {
     }
 }
 
+// Two-level scales (GGUF's Q4_K: int4 g32 with s8 sub-scales and sub-offsets times the
+// f16 values of a super-block header): one K step a group, the header pointer kept in the
+// frame and reloaded for each group's dequantization.
+TEST(AmxKernels, TwoLevelScales) {
+  REQUIRE_AMX();
+  const char* const schemes[] = {"int4-g32-sb256-asym", "int4-g64-sb256", "int4-g32-sb64-asym",
+                                 "int4-g32-sb32"};
+  int i = 0;
+  for (const char* scheme : schemes)
+    for (const std::int64_t m : {1, 7, 16, 21, 33, 40})
+      for (int e = 0; e < 8; e += 3) {
+        test::KernelCase c;
+        c.isa = Isa::amx;
+        c.m = m;
+        c.n = i % 3 ? 40 : 17;
+        c.scheme = parse_quant_scheme(scheme);
+        c.k = i % 2 ? 2 * c.scheme.superblock - 24 : c.scheme.superblock;
+        c.epilogue = test::epilogue_number(e + i);
+        c.seed = 300 + i;
+        c.unit_splits = 1 + i % 2;
+        expect_kernel_matches(c);
+        ++i;
+        if (HasFailure()) return;
+      }
+}
+
 // Q4_1-style float minima in place of integer zero points, in every epilogue.
 TEST(AmxKernels, FloatOffsets) {
   REQUIRE_AMX();

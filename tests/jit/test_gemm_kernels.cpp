@@ -90,6 +90,37 @@ TEST(GemmKernels, EveryTailClassAndEpilogue) {
   }
 }
 
+// Two-level scales (GGUF's K-quant super-blocks: packed_layout.h): a super-block header
+// every S groups, s8 sub-scales (and sub-offsets) times its f16 values; S of 1, 2, 8 and
+// 16 groups, K tails that leave whole padded super-blocks, every M and N tail class and
+// epilogue, f32 and weight-only activations.
+TEST(GemmKernels, TwoLevelScales) {
+  const char* const schemes[] = {"int4-g32-sb256-asym",     "int8-g16-sb256",     "int4-g16-sb256",
+                                 "int4-g16-sb256-asym",     "int4-g32-sb64-asym", "int8-g16-sb16",
+                                 "woq-int4-g32-sb256-asym", "woq-int8-g16-sb256"};
+  for (Isa isa : kernel_isas()) {
+    int i = 0;
+    for (const char* scheme : schemes)
+      for (std::int64_t m : {1, 2, 3, 5, 9}) {
+        if (i++ % (sweep_size(isa, 8) > 1 ? 1 : 3) != 0) continue;
+        for (std::int64_t n : {1, 17, 40}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.scheme = parse_quant_scheme(scheme);
+          c.k = (m + n) % 3 == 0 ? 512 : 2 * c.scheme.superblock + 8 * (1 + (m + n) % 5);
+          c.epilogue = test::epilogue_number(int(m + 2 * n));
+          if (c.scheme.weight_only && c.epilogue.output == OutputKind::group_sums)
+            c.epilogue = test::epilogue_number(0);
+          c.seed = m * 17 + n;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+  }
+}
+
 // GGUF Q4_1 blocks keep their float minimum: int4 asymmetric weights with float offsets
 // (not scale times an integer zero point), over M, N and K tails, groups and epilogues.
 TEST(GemmKernels, FloatOffsets) {

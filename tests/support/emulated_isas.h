@@ -22,7 +22,8 @@ inline void enable_emulated_isas() {
   IsaMask mask = 0;
   if (missing & emulate::kAvx512) mask |= isa_bit(Isa::avx512_vnni);
   if (missing & emulate::kAvxVnni) mask |= isa_bit(Isa::avx_vnni);
-  if ((missing & emulate::kAmx) && (missing & emulate::kAvx512)) mask |= isa_bit(Isa::amx);
+  // AMX kernels also run zmm code: native or emulated, it is there by now.
+  if (missing & emulate::kAmx) mask |= isa_bit(Isa::amx);
   set_emulated_isa_mask(mask);
   std::fprintf(stderr, "instruction emulator installed for:%s%s%s\n",
                (missing & emulate::kAvx512) ? " avx512" : "",

@@ -49,13 +49,13 @@ double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, 
   const int bias = operand_bias(w.bits(), w.asymmetric());
   double magnitude = 0;
   for (std::int64_t j = 0; j < geo.groups; ++j) {
-    const std::uint8_t* group = w.panel(panel) + j * geo.group_bytes;
-    const std::uint8_t* trailer = group + geo.group_data_bytes;
+    const std::uint8_t* group = packed_group(w.panel(panel), geo, j);
     double sum = 0;
     for (std::int64_t i = 0; i < g; ++i)
       sum += std::fabs(x.value(m, j * g + i)) * (packed_operand(group, w.bits(), lane, i) + bias);
-    magnitude += sum * std::fabs(group_scale(trailer, lane));
-    if (w.asymmetric()) magnitude += std::fabs(x.sums(m)[j] * group_offset(trailer, lane));
+    magnitude += sum * std::fabs(packed_scale(w.panel(panel), geo, j, lane));
+    if (w.asymmetric())
+      magnitude += std::fabs(x.sums(m)[j] * packed_offset(w.panel(panel), geo, j, lane));
   }
   return double(w.k()) * std::ldexp(1.0, -22) * magnitude;
 }
