@@ -17,6 +17,7 @@
 #include "model/runtime/dense_linear.h"
 #include "model/runtime/jit_linear.h"
 #include "model/runtime/kv_cache.h"
+#include "model/runtime/row_stacked_linear.h"
 #include "model/runtime/tensor_policy.h"
 #include "ops/quant/pack.h"
 
@@ -46,12 +47,27 @@ const QuantScheme kPerChannelInt8{};
 // The source tensors of one linear layer, stacked by rows (q|k|v) or paired (gate, up).
 using Sources = std::vector<const TensorView*>;
 
-bool all_native(const Sources& tensors) {
+// Whether every one of `tensors` has a native form, all of one type (or, for a row stack
+// such as q | k | v, each run of one type its own layer: RowStackedLinear).
+bool all_native(const Sources& tensors, bool row_stack) {
   const std::optional<QuantScheme> first = native_scheme(*tensors[0]);
-  for (const TensorView* t : tensors)
-    if (!native_scheme(*t) || native_scheme(*t) != first || t->type != tensors[0]->type)
-      return false;
+  for (const TensorView* t : tensors) {
+    if (!native_scheme(*t)) return false;
+    if (!row_stack && (native_scheme(*t) != first || t->type != tensors[0]->type)) return false;
+  }
   return true;
+}
+
+// `tensors` split into runs of one type and native scheme (one run when they agree).
+std::vector<Sources> native_runs(const Sources& tensors) {
+  std::vector<Sources> runs;
+  for (const TensorView* t : tensors) {
+    const TensorView* last = runs.empty() ? nullptr : runs.back().back();
+    if (last == nullptr || last->type != t->type || native_scheme(*last) != native_scheme(*t))
+      runs.emplace_back();
+    runs.back().push_back(t);
+  }
+  return runs;
 }
 
 // Whether every one of `tensors` is stored in the qforge encoding of exactly `scheme`:
@@ -180,7 +196,10 @@ class PolicyPlanner {
   PolicyPlanner(const ModelFile& model, const Precision& precision)
       : model_(model), precision_(precision), used_(precision.rules.size(), false) {}
 
-  TensorChoice layer(const std::string& layer_name, const Sources& tensors, Role role) {
+  // `row_stack`: the tensors' rows are stacked (q | k | v), so native runs of different
+  // types can each keep their form.
+  TensorChoice layer(const std::string& layer_name, const Sources& tensors, Role role,
+                     bool row_stack = false) {
     TensorChoice choice;
     std::string first;
     for (const TensorView* t : tensors) {
@@ -196,7 +215,8 @@ class PolicyPlanner {
                  name, " gets ", to_string(here), "; they are one fused layer (", layer_name,
                  "): give them the same scheme");
     }
-    if (choice.kind == TensorChoice::Kind::native && !all_native(tensors)) choice = fallback(role);
+    if (choice.kind == TensorChoice::Kind::native && !all_native(tensors, row_stack))
+      choice = fallback(role);
     if (role == Role::embedding) check_embedding(choice);
     return choice;
   }
@@ -307,11 +327,15 @@ class LayerBuilder {
     for (const TensorView* t : tensors) n += t->rows;
     const QuantScheme& scheme = choice.scheme;
     if (choice.kind == TensorChoice::Kind::native ||
-        (!is_dense(choice) && all_encoded_as(tensors, scheme)))
-      return std::make_unique<JitLinear>(
-          pack_operands_by_rows(n, k, *native_scheme(*tensors[0]), native_operand_rows(tensors),
-                                threads_),
-          fusion, activation_of(choice.scheme));
+        (!is_dense(choice) && all_encoded_as(tensors, scheme))) {
+      const std::vector<Sources> runs = native_runs(tensors);
+      if (runs.size() == 1) return native_linear(tensors, fusion, choice);
+      QF_REQUIRE(fusion == LinearFusion::plain, "native layer of ", tensors[0]->name,
+                 ": tensors of different types stack only in a plain layer");
+      std::vector<std::unique_ptr<LinearLayer>> parts;
+      for (const Sources& run : runs) parts.push_back(native_linear(run, fusion, choice));
+      return std::make_unique<RowStackedLinear>(std::move(parts));
+    }
     if (!is_dense(choice))
       if (const auto prequantized = stacked_prequantized(model_, tensors, scheme))
         return std::make_unique<JitLinear>(pack_quantized(*prequantized, threads_), fusion,
@@ -326,6 +350,17 @@ class LayerBuilder {
                                            choice.kind == TensorChoice::Kind::bf16);
     return std::make_unique<JitLinear>(pack_weights(w.data(), n, k, scheme, threads_), fusion,
                                        activation_of(scheme));
+  }
+
+  // The file's blocks of `tensors` (one type), stacked and packed as they are.
+  std::unique_ptr<LinearLayer> native_linear(const Sources& tensors, LinearFusion fusion,
+                                             const TensorChoice& choice) const {
+    std::int64_t n = 0;
+    for (const TensorView* t : tensors) n += t->rows;
+    return std::make_unique<JitLinear>(
+        pack_operands_by_rows(n, tensors[0]->columns, *native_scheme(*tensors[0]),
+                              native_operand_rows(tensors), threads_),
+        fusion, activation_of(choice.scheme));
   }
 
   std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up,
@@ -371,7 +406,8 @@ class LayerBuilder {
 // How a layer's choice reads in the applied policy: the scheme, f32 / bf16, or the
 // file's type for a native layer ("Q4_0").
 // A prequantized layer adds its method ("int4-g128 gptq").
-std::string describe(const TensorChoice& choice, const TensorView& source, const ModelFile& model) {
+std::string describe(const TensorChoice& choice, const TensorView& source, const ModelFile& model,
+                     const Sources& stacked = {}) {
   const std::string woq = choice.scheme.weight_only ? " woq" : "";
   if (source.encoded && (choice.kind == TensorChoice::Kind::native ||
                          (!is_dense(choice) && all_encoded_as({&source}, choice.scheme)))) {
@@ -379,8 +415,13 @@ std::string describe(const TensorChoice& choice, const TensorView& source, const
     return to_string(source.encoded->geometry.scheme) + woq + (method.empty() ? "" : " " + method) +
            " (file)";
   }
-  if (choice.kind == TensorChoice::Kind::native)
-    return std::string(ggml_type_name(source.type)) + woq;
+  if (choice.kind == TensorChoice::Kind::native) {
+    std::string types(ggml_type_name(source.type));
+    for (const TensorView* t : stacked)  // a row stack of types: "Q4_K+Q6_K"
+      if (types.find(ggml_type_name(t->type)) == std::string::npos)
+        types += "+" + std::string(ggml_type_name(t->type));
+    return types + woq;
+  }
   if (choice.kind == TensorChoice::Kind::quantized &&
       model.prequantized(source.name, choice.scheme))
     return to_string(choice) + " " + model.prequantized_method(source.name);
@@ -419,7 +460,7 @@ ModelPlan plan_model(const ModelFile& model, const Precision& precision) {
     const std::string prefix = "blk." + std::to_string(l) + ".";
     plan.layers.push_back(
         {planner.layer(prefix + "attn_qkv", {tensor("attn_q"), tensor("attn_k"), tensor("attn_v")},
-                       Role::linear),
+                       Role::linear, /*row_stack=*/true),
          planner.layer(prefix + "attn_output", {tensor("attn_output")}, Role::linear),
          planner.layer(prefix + "ffn_gate_up", {tensor("ffn_gate"), tensor("ffn_up")},
                        Role::linear),
@@ -466,10 +507,11 @@ std::string to_string(const Precision& precision) {
   const std::string kv =
       precision.kv == KvType::f32 ? "" : std::string(", kv ") + to_string(precision.kv);
   if (!precision.quantized) return dense + kv;
-  std::string out = precision.native ? std::string(precision.scheme.weight_only ? "woq-" : "") +
-                                           "native (Q8_0/Q4_0/Q4_1 kept; else " +
-                                           to_string(precision.scheme) + ")"
-                                     : to_string(precision.scheme);
+  std::string out = precision.native
+                        ? std::string(precision.scheme.weight_only ? "woq-" : "") +
+                              "native (Q8_0/Q4_0/Q4_1/Q2_K/Q3_K/Q4_K/Q6_K kept; else " +
+                              to_string(precision.scheme) + ")"
+                        : to_string(precision.scheme);
   if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";
   return out + kv;
 }
@@ -677,13 +719,14 @@ LlamaWeights build_weights(const ModelFile& model, const Precision& precision,
     layer.down = build.linear({tensor("ffn_down")}, LinearFusion::residual, p.down);
     const std::string prefix = "blk." + std::to_string(l) + ".";
     const auto add_policy = [&](const char* site, LinearLayer& linear, const TensorChoice& choice,
-                                const char* first_tensor) {
+                                const char* first_tensor, const Sources& stacked = {}) {
       const std::string name = prefix + site;
       out.policy.emplace_back(
           name, with_activation_scale(model, name, linear,
-                                      describe(choice, *tensor(first_tensor), model)));
+                                      describe(choice, *tensor(first_tensor), model, stacked)));
     };
-    add_policy("attn_qkv", *layer.wqkv, p.qkv, "attn_q");
+    add_policy("attn_qkv", *layer.wqkv, p.qkv, "attn_q",
+               {tensor("attn_q"), tensor("attn_k"), tensor("attn_v")});
     add_policy("attn_output", *layer.wo, p.wo, "attn_output");
     add_policy("ffn_gate_up", *layer.gate_up, p.gate_up, "ffn_gate");
     add_policy("ffn_down", *layer.down, p.down, "ffn_down");
