@@ -67,6 +67,9 @@ std::string shape_problem(const GemmKey& s) {
   if (s.group < 1 || s.k_padded < s.k || s.k_padded % s.group != 0)
     return "g must divide k_padded >= k";
   if (s.group % (s.bits == 8 ? 4 : 8) != 0) return "g must be a multiple of 4 (8 for int4)";
+  if (s.superblock_groups < 0 || (s.superblock_groups & (s.superblock_groups - 1)) != 0 ||
+      (s.superblock_groups > 0 && s.k_padded / s.group % s.superblock_groups != 0))
+    return "superblock_groups must be a power of two dividing the groups";
   if (s.epilogue.bias && s.epilogue.swiglu) return "epilogue: bias with swiglu";
   return "";
 }
@@ -96,6 +99,7 @@ Json entry_to_json(const TuningKey& key, const TunedKernel& t) {
             {"default_us", rounded(t.default_us)},
             {"tuned_us", rounded(t.tuned_us)}};
   if (s.weight_only()) j["activation"] = activation_name(s.activation);
+  if (s.superblock_groups) j["superblock_groups"] = s.superblock_groups;
   if (t.amx_min_m) j["amx_min_m"] = *t.amx_min_m;
   if (t.gemm_min_m) j["gemm_min_m"] = *t.gemm_min_m;
   if (t.thread_split) j["thread_split"] = split_name(*t.thread_split);
@@ -129,6 +133,8 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
   s.group = integer_field<std::int64_t>(j, "g");
   s.bits = integer_field<int>(j, "bits");
   s.asymmetric = j.at("asymmetric").get<bool>();
+  if (j.contains("superblock_groups"))
+    s.superblock_groups = integer_field<int>(j, "superblock_groups", 1, 1 << 16);
   if (j.contains("activation")) {
     s.activation = parse_activation(j.at("activation").get<std::string>(), "activation");
   }

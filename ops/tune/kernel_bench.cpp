@@ -27,7 +27,8 @@ std::vector<float> pseudo_random(std::int64_t count, std::uint32_t seed, float s
 
 bool same_layout(const PackedHeader& h, const GemmKey& shape) {
   return h.n == shape.n && h.k == shape.k && h.k_padded == shape.k_padded &&
-         h.group == shape.group && h.bits == shape.bits && (h.asymmetric != 0) == shape.asymmetric;
+         h.group == shape.group && h.bits == shape.bits &&
+         (h.asymmetric != 0) == shape.asymmetric && h.superblock_groups == shape.superblock_groups;
 }
 
 // The scheme whose packed header matches the key: per-channel, else per-group g.
@@ -39,6 +40,7 @@ QuantScheme scheme_for(const GemmKey& shape) {
     return scheme;
   scheme.granularity = Granularity::per_group;
   scheme.group = static_cast<int>(shape.group);
+  scheme.superblock = static_cast<int>(shape.group) * shape.superblock_groups;
   QF_REQUIRE(
       same_layout(make_packed_header(shape.n, shape.k, scheme, shape.epilogue.swiglu), shape),
       "tune: no quantization scheme reproduces the layout of ", kernel_name(shape));

@@ -44,6 +44,11 @@ TuningDb sample_db() {
         GemmKey key = shape(isa, 2048 + 16 * i, 5632, i % 2 ? 128 : 5632, i % 3 ? 8 : 4, i % 5 == 0,
                             e, bucket);
         if (i % 7 == 3) key.activation = ActivationKind::f32;  // weight-only kernels
+        if (i % 6 == 3 && key.group == 128) {  // two-level scales (K-quant super-blocks)
+          key.group = 32;
+          key.k_padded = 5632;
+          key.superblock_groups = 8;
+        }
         if (i % 7 == 5 && isa == Isa::avx512_vnni && key.bits == 4)
           key.activation = ActivationKind::bf16;
         TunedKernel t;
@@ -80,6 +85,9 @@ TEST(TuningDb, RoundTripKeepsEveryEntryAndField) {
   ASSERT_TRUE(loaded.db) << loaded.error;
   EXPECT_TRUE(loaded.warnings.empty());
   ASSERT_EQ(loaded.db->size(), db.size());
+  int two_level = 0;
+  for (const auto& [key, want] : db.entries()) two_level += key.shape.superblock_groups > 0;
+  EXPECT_GT(two_level, 0);
   for (const auto& [key, want] : db.entries()) {
     const TunedKernel* got = loaded.db->find(key);
     ASSERT_NE(got, nullptr) << kernel_name(key.shape) << " threads " << key.threads;
