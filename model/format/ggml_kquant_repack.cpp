@@ -5,20 +5,11 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "model/format/block_fields.h"
 #include "ops/quant/pack.h"
 
 namespace qforge {
 namespace {
-
-std::uint8_t u8(const std::byte* p, std::size_t i) {
-  return std::to_integer<std::uint8_t>(p[i]);
-}
-
-float f16_at(const std::byte* p) {
-  std::uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  return f16_to_f32(bits);
-}
 
 float finite(float value, const char* field, const char* what) {
   QF_REQUIRE(std::isfinite(value), what, ": ", field, " is ", value);
@@ -41,21 +32,21 @@ struct BlockIntegers {
 void q4_k_integers(const std::byte* block, BlockIntegers& b) {
   const std::byte* s = block + 4;
   const std::byte* qs = block + 16;
-  b.d = f16_at(block);
-  b.dmin = f16_at(block + 2);
+  b.d = block_f16(block);
+  b.dmin = block_f16(block + 2);
   for (int j = 0; j < 8; ++j) {
     if (j < 4) {
-      b.scale[j] = u8(s, j) & 63;
-      b.min[j] = u8(s, j + 4) & 63;
+      b.scale[j] = block_u8(s, j) & 63;
+      b.min[j] = block_u8(s, j + 4) & 63;
     } else {
-      b.scale[j] = (u8(s, j + 4) & 15) | (u8(s, j - 4) >> 6) << 4;
-      b.min[j] = (u8(s, j + 4) >> 4) | (u8(s, j) >> 6) << 4;
+      b.scale[j] = (block_u8(s, j + 4) & 15) | (block_u8(s, j - 4) >> 6) << 4;
+      b.min[j] = (block_u8(s, j + 4) >> 4) | (block_u8(s, j) >> 6) << 4;
     }
   }
   for (int i = 0; i < 4; ++i)
     for (int l = 0; l < 32; ++l) {
-      b.q[64 * i + l] = u8(qs, 32 * i + l) & 15;
-      b.q[64 * i + 32 + l] = u8(qs, 32 * i + l) >> 4;
+      b.q[64 * i + l] = block_u8(qs, 32 * i + l) & 15;
+      b.q[64 * i + 32 + l] = block_u8(qs, 32 * i + l) >> 4;
     }
 }
 
@@ -69,27 +60,27 @@ void q2_q3_k_integers(const std::byte* block, bool q3, BlockIntegers& b) {
   if (q3) {
     const std::byte* s = block + 96;
     for (int i = 0; i < 16; ++i) {
-      const int low = i < 8 ? u8(s, i) & 15 : u8(s, i - 8) >> 4;
-      const int high = u8(s, 8 + i % 4) >> (2 * (i / 4)) & 3;
+      const int low = i < 8 ? block_u8(s, i) & 15 : block_u8(s, i - 8) >> 4;
+      const int high = block_u8(s, 8 + i % 4) >> (2 * (i / 4)) & 3;
       b.scale[i] = (low | high << 4) - 32;
       b.min[i] = 0;
     }
-    b.d = f16_at(block + 108);
+    b.d = block_f16(block + 108);
   } else {
     for (int i = 0; i < 16; ++i) {
-      b.scale[i] = u8(block, i) & 15;
-      b.min[i] = u8(block, i) >> 4;
+      b.scale[i] = block_u8(block, i) & 15;
+      b.min[i] = block_u8(block, i) >> 4;
     }
-    b.d = f16_at(block + 80);
-    b.dmin = f16_at(block + 82);
+    b.d = block_f16(block + 80);
+    b.dmin = block_f16(block + 82);
   }
   int sub = 0, plane = 0;
   for (int half = 0; half < 2; ++half, qs += 32)
     for (int shift = 0; shift < 8; shift += 2, ++plane)
       for (int part = 0; part < 2; ++part, ++sub)
         for (int l = 0; l < 16; ++l) {
-          const int low = u8(qs, 16 * part + l) >> shift & 3;
-          const bool high = q3 && (u8(block, 16 * part + l) >> plane & 1) != 0;
+          const int low = block_u8(qs, 16 * part + l) >> shift & 3;
+          const bool high = q3 && (block_u8(block, 16 * part + l) >> plane & 1) != 0;
           b.q[16 * sub + l] = q3 ? low - (high ? 0 : 4) : low;
         }
 }
@@ -104,17 +95,17 @@ void q6_k_integers(const std::byte* block, BlockIntegers& b) {
   const std::byte* ql = block;
   const std::byte* qh = block + 128;
   for (int i = 0; i < 16; ++i) {
-    b.scale[i] = static_cast<std::int8_t>(u8(block, 192 + i));
+    b.scale[i] = static_cast<std::int8_t>(block_u8(block, 192 + i));
     b.min[i] = 0;
   }
-  b.d = f16_at(block + 208);
+  b.d = block_f16(block + 208);
   for (int half = 0; half < 2; ++half, ql += 64, qh += 32) {
     int* q = b.q + 128 * half;
     for (int l = 0; l < 32; ++l) {
-      q[l] = ((u8(ql, l) & 15) | (u8(qh, l) & 3) << 4) - 32;
-      q[l + 32] = ((u8(ql, l + 32) & 15) | (u8(qh, l) >> 2 & 3) << 4) - 32;
-      q[l + 64] = ((u8(ql, l) >> 4) | (u8(qh, l) >> 4 & 3) << 4) - 32;
-      q[l + 96] = ((u8(ql, l + 32) >> 4) | (u8(qh, l) >> 6 & 3) << 4) - 32;
+      q[l] = ((block_u8(ql, l) & 15) | (block_u8(qh, l) & 3) << 4) - 32;
+      q[l + 32] = ((block_u8(ql, l + 32) & 15) | (block_u8(qh, l) >> 2 & 3) << 4) - 32;
+      q[l + 64] = ((block_u8(ql, l) >> 4) | (block_u8(qh, l) >> 4 & 3) << 4) - 32;
+      q[l + 96] = ((block_u8(ql, l + 32) >> 4) | (block_u8(qh, l) >> 6 & 3) << 4) - 32;
     }
   }
 }

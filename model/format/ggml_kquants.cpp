@@ -5,31 +5,22 @@
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "model/format/block_fields.h"
 
 namespace qforge {
 namespace {
 
-std::uint8_t u8(const std::byte* p, std::size_t i) {
-  return std::to_integer<std::uint8_t>(p[i]);
-}
-
-float f16_at(const std::byte* p) {
-  std::uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  return f16_to_f32(bits);
-}
-
 // Q5_0 / Q5_1: value i's fifth bit is bit i of qh.
 void dequantize_q5(const std::byte* block, bool with_min, float* out) {
-  const float d = f16_at(block);
-  const float m = with_min ? f16_at(block + 2) : 0.f;
+  const float d = block_f16(block);
+  const float m = with_min ? block_f16(block + 2) : 0.f;
   const std::byte* p = block + (with_min ? 4 : 2);
   std::uint32_t qh;
   std::memcpy(&qh, p, 4);
   const std::byte* qs = p + 4;
   for (int j = 0; j < 16; ++j) {
-    const int lo = (u8(qs, j) & 15) | ((qh >> j & 1) << 4);
-    const int hi = (u8(qs, j) >> 4) | ((qh >> (j + 16) & 1) << 4);
+    const int lo = (block_u8(qs, j) & 15) | ((qh >> j & 1) << 4);
+    const int hi = (block_u8(qs, j) >> 4) | ((qh >> (j + 16) & 1) << 4);
     if (with_min) {
       out[j] = static_cast<float>(lo) * d + m;
       out[j + 16] = static_cast<float>(hi) * d + m;
@@ -45,18 +36,18 @@ void dequantize_q5(const std::byte* block, bool with_min, float* out) {
 //   j >= 4: sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,  m = (s[j + 4] >> 4) | (s[j] >> 6) << 4
 void scale_min_k4(int j, const std::byte* s, int& sc, int& m) {
   if (j < 4) {
-    sc = u8(s, j) & 63;
-    m = u8(s, j + 4) & 63;
+    sc = block_u8(s, j) & 63;
+    m = block_u8(s, j + 4) & 63;
   } else {
-    sc = (u8(s, j + 4) & 15) | (u8(s, j - 4) >> 6) << 4;
-    m = (u8(s, j + 4) >> 4) | (u8(s, j) >> 6) << 4;
+    sc = (block_u8(s, j + 4) & 15) | (block_u8(s, j - 4) >> 6) << 4;
+    m = (block_u8(s, j + 4) >> 4) | (block_u8(s, j) >> 6) << 4;
   }
 }
 
 // Q4_K / Q5_K: 64 values at a time from 32 bytes of qs, the low nibbles first (sub-block
 // 2i), then the high ones (2i + 1); Q5_K's fifth bits are qh[l] bits 2i and 2i + 1.
 void dequantize_q45_k(const std::byte* block, bool five_bits, float* out) {
-  const float d = f16_at(block), dmin = f16_at(block + 2);
+  const float d = block_f16(block), dmin = block_f16(block + 2);
   const std::byte* scales = block + 4;
   const std::byte* qh = block + 16;
   const std::byte* qs = block + (five_bits ? 48 : 16);
@@ -67,11 +58,11 @@ void dequantize_q45_k(const std::byte* block, bool five_bits, float* out) {
     const float d0 = d * static_cast<float>(sc0), min0 = dmin * static_cast<float>(m0);
     const float d1 = d * static_cast<float>(sc1), min1 = dmin * static_cast<float>(m1);
     for (int l = 0; l < 32; ++l) {
-      const std::uint8_t q = u8(qs, 32 * i + l);
+      const std::uint8_t q = block_u8(qs, 32 * i + l);
       int lo = q & 15, hi = q >> 4;
       if (five_bits) {
-        lo |= (u8(qh, l) >> (2 * i) & 1) << 4;
-        hi |= (u8(qh, l) >> (2 * i + 1) & 1) << 4;
+        lo |= (block_u8(qh, l) >> (2 * i) & 1) << 4;
+        hi |= (block_u8(qh, l) >> (2 * i + 1) & 1) << 4;
       }
       out[64 * i + l] = d0 * static_cast<float>(lo) - min0;
       out[64 * i + 32 + l] = d1 * static_cast<float>(hi) - min1;
@@ -89,16 +80,16 @@ void dequantize_q6_k(const std::byte* block, float* out) {
   const std::byte* ql = block;
   const std::byte* qh = block + 128;
   const std::byte* sc = block + 192;
-  const float d = f16_at(block + 208);
+  const float d = block_f16(block + 208);
   for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, out += 128) {
     for (int l = 0; l < 32; ++l) {
       const int is = l / 16;
-      const int q1 = ((u8(ql, l) & 15) | (u8(qh, l) & 3) << 4) - 32;
-      const int q2 = ((u8(ql, l + 32) & 15) | (u8(qh, l) >> 2 & 3) << 4) - 32;
-      const int q3 = ((u8(ql, l) >> 4) | (u8(qh, l) >> 4 & 3) << 4) - 32;
-      const int q4 = ((u8(ql, l + 32) >> 4) | (u8(qh, l) >> 6 & 3) << 4) - 32;
+      const int q1 = ((block_u8(ql, l) & 15) | (block_u8(qh, l) & 3) << 4) - 32;
+      const int q2 = ((block_u8(ql, l + 32) & 15) | (block_u8(qh, l) >> 2 & 3) << 4) - 32;
+      const int q3 = ((block_u8(ql, l) >> 4) | (block_u8(qh, l) >> 4 & 3) << 4) - 32;
+      const int q4 = ((block_u8(ql, l + 32) >> 4) | (block_u8(qh, l) >> 6 & 3) << 4) - 32;
       const auto scale = [&](int i) {
-        return d * static_cast<float>(static_cast<std::int8_t>(u8(sc, i)));
+        return d * static_cast<float>(static_cast<std::int8_t>(block_u8(sc, i)));
       };
       out[l] = scale(is) * static_cast<float>(q1);
       out[l + 32] = scale(is + 2) * static_cast<float>(q2);
@@ -114,15 +105,15 @@ void dequantize_q6_k(const std::byte* block, float* out) {
 void dequantize_q2_k(const std::byte* block, float* out) {
   const std::byte* scales = block;
   const std::byte* qs = block + 16;
-  const float d = f16_at(block + 80), dmin = f16_at(block + 82);
+  const float d = block_f16(block + 80), dmin = block_f16(block + 82);
   int is = 0;
   for (int half = 0; half < 2; ++half, qs += 32)
     for (int shift = 0; shift < 8; shift += 2)
       for (int part = 0; part < 2; ++part, ++is) {
-        const std::uint8_t s = u8(scales, is);
+        const std::uint8_t s = block_u8(scales, is);
         const float dl = d * static_cast<float>(s & 15), ml = dmin * static_cast<float>(s >> 4);
         for (int l = 0; l < 16; ++l)
-          *out++ = dl * static_cast<float>(u8(qs, 16 * part + l) >> shift & 3) - ml;
+          *out++ = dl * static_cast<float>(block_u8(qs, 16 * part + l) >> shift & 3) - ml;
       }
 }
 
@@ -131,8 +122,8 @@ void dequantize_q2_k(const std::byte* block, float* out) {
 // (scale i: byte 8 + i % 4, bits 2 * (i / 4)).
 void q3_k_scales(const std::byte* s, int out[16]) {
   for (int i = 0; i < 16; ++i) {
-    const int low = i < 8 ? u8(s, i) & 15 : u8(s, i - 8) >> 4;
-    const int high = u8(s, 8 + i % 4) >> (2 * (i / 4)) & 3;
+    const int low = i < 8 ? block_u8(s, i) & 15 : block_u8(s, i - 8) >> 4;
+    const int high = block_u8(s, 8 + i % 4) >> (2 * (i / 4)) & 3;
     out[i] = (low | high << 4) - 32;
   }
 }
@@ -142,15 +133,15 @@ void dequantize_q3_k(const std::byte* block, float* out) {
   const std::byte* qs = block + 32;
   int scales[16];
   q3_k_scales(block + 96, scales);
-  const float d = f16_at(block + 108);
+  const float d = block_f16(block + 108);
   int is = 0, plane = 0;
   for (int half = 0; half < 2; ++half, qs += 32)
     for (int shift = 0; shift < 8; shift += 2, ++plane)
       for (int part = 0; part < 2; ++part, ++is) {
         const float dl = d * static_cast<float>(scales[is]);
         for (int l = 0; l < 16; ++l) {
-          const int low = u8(qs, 16 * part + l) >> shift & 3;
-          const bool high = (u8(hmask, 16 * part + l) >> plane & 1) != 0;
+          const int low = block_u8(qs, 16 * part + l) >> shift & 3;
+          const bool high = (block_u8(hmask, 16 * part + l) >> plane & 1) != 0;
           *out++ = dl * static_cast<float>(low - (high ? 0 : 4));
         }
       }
