@@ -303,8 +303,8 @@ void AmxGenerator::emit_unpack_panels(int units) {
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   lea(rax, ptr[rsp + kUnpacked]);
-  Label group_loop, step_loop, done;
-  if (superblock_groups_) add(bk_, static_cast<int>(super_header_bytes_));
+  Label group_loop, step_loop;
+  if (superblock_groups_) emit_first_super_header(/*record=*/false);
   mov(gloop_, groups_);
   L(group_loop);
   mov(kloop_, steps_per_group);
@@ -325,16 +325,10 @@ void AmxGenerator::emit_unpack_panels(int units) {
   jnz(step_loop, T_NEAR);
   add(bk_, static_cast<int>(trailer_bytes_));  // past the group's trailer
   dec(gloop_);
-  if (!superblock_groups_) {
+  if (superblock_groups_)
+    emit_next_super_header(group_loop, /*record=*/false);  // past the headers
+  else
     jnz(group_loop, T_NEAR);
-    return;
-  }
-  jz(done, T_NEAR);  // past the next super-block's header at a boundary
-  test(gloop_, static_cast<int>(superblock_groups_ - 1));
-  jnz(group_loop, T_NEAR);
-  add(bk_, static_cast<int>(super_header_bytes_));
-  jmp(group_loop, T_NEAR);
-  L(done);
 }
 
 // After a group's steps bk_ points at the group's trailer. The C tiles go to the stage,

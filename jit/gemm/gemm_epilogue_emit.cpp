@@ -45,7 +45,7 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const int shift = correction_shift();
   const Xmm correction = epilogue_temp(0), xsum = epilogue_temp(1);
   const bool sums_out = key_.epilogue.output == OutputKind::group_sums;
-  for (int r = 0; r < rows; ++r) {
+  const auto row_terms = [&](int r) {  // bias * xsum, and float(xsum) for the offset term
     const Address row_xsum = dword[sums_ + r * groups_ * 4];
     if (shift) {
       vpbroadcastd(correction, row_xsum);
@@ -53,19 +53,39 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
     }
     if (asym && !sums_out) {
       vpbroadcastd(xsum, row_xsum);
-      vcvtdq2ps(xsum, xsum);  // float(xsum) for the offset term
+      vcvtdq2ps(xsum, xsum);
     }
+  };
+  const auto correct = [&](int r, int t) {
+    const int pp = panel_of(t), v = vector_of(t);
+    const Xmm sum = acc(r, t);
+    if (shift) vpsubd(sum, sum, correction);
+    if (sums_out) {
+      const std::int64_t at = r * groups_ * n_padded_ * 4 + pp * 64 + v * vector_bytes_;
+      vmovups(vector_at(out_, at), sum);
+      return;
+    }
+    vcvtdq2ps(sum, sum);
+    emit_scaled_group_sum(r, t, xsum);
+  };
+  // A two-level scale costs four instructions a vector (eight asymmetric): formed once per
+  // vector for all rows, the rows' two broadcasts repeated instead. A one-level scale is
+  // one conversion: the rows stay outside.
+  if (superblock_groups_ && !sums_out && rows > 1) {
     for (int t = 0; t < t_count; ++t) {
-      const int pp = panel_of(t), v = vector_of(t);
-      const Xmm sum = acc(r, t);
-      if (shift) vpsubd(sum, sum, correction);
-      if (sums_out) {
-        const std::int64_t at = r * groups_ * n_padded_ * 4 + pp * 64 + v * vector_bytes_;
-        vmovups(vector_at(out_, at), sum);
-        continue;
+      emit_group_scales(panel_of(t), vector_of(t));
+      for (int r = 0; r < rows; ++r) {
+        row_terms(r);
+        correct(r, t);
       }
-      vcvtdq2ps(sum, sum);
-      emit_scaled_group_sum(r, t, pp, v, xsum);
+    }
+    return;
+  }
+  for (int r = 0; r < rows; ++r) {
+    row_terms(r);
+    for (int t = 0; t < t_count; ++t) {
+      if (!sums_out) emit_group_scales(panel_of(t), vector_of(t));
+      correct(r, t);
     }
   }
 }
@@ -89,16 +109,20 @@ void GemmGenerator::emit_group_scale(const Xmm& out, int pp, int v, bool offset)
   vmulps(out, out, super);
 }
 
+// Panel pp's vector v's scales into epilogue temp 3 (and offsets into temp 4).
+void GemmGenerator::emit_group_scales(int pp, int v) {
+  emit_group_scale(epilogue_temp(3), pp, v, false);
+  if (key_.asymmetric) emit_group_scale(epilogue_temp(4), pp, v, true);
+}
+
 // The float C of row r, vector t (in acc(r, t)) into its sums: fsum = fma(C, scale, fsum)
 // (+ fma(xsum, offset, fsum) asymmetric; xsum a float broadcast), in registers, in the
-// frame, or, for a single group, y = C * scale (+ xsum * offset) left in acc(r, t).
-// Uses epilogue temps 2 to 5.
-void GemmGenerator::emit_scaled_group_sum(int r, int t, int pp, int v, const Xmm& xsum) {
+// frame, or, for a single group, y = C * scale (+ xsum * offset) left in acc(r, t). The
+// scales are in epilogue temps 3 and 4 (emit_group_scales); uses temp 2.
+void GemmGenerator::emit_scaled_group_sum(int r, int t, const Xmm& xsum) {
   const Xmm spill = epilogue_temp(2), scale = epilogue_temp(3), offset = epilogue_temp(4);
   const bool asym = key_.asymmetric;
   const Xmm sum = acc(r, t);
-  emit_group_scale(scale, pp, v, false);
-  if (asym) emit_group_scale(offset, pp, v, true);
   if (groups_ == 1) {
     vmulps(sum, sum, scale);
     if (asym) vfmadd231ps(sum, xsum, offset);

@@ -281,22 +281,22 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
   }
 }
 
-void GemmGenerator::emit_first_super_header() {
-  if (super_slot_ >= 0)
+void GemmGenerator::emit_first_super_header(bool record) {
+  if (record && super_slot_ >= 0)
     mov(qword[rsp + super_slot_], bk_);
-  else
+  else if (record)
     mov(super_, bk_);
   add(bk_, static_cast<int>(super_header_bytes_));
 }
 
 // After dec(gloop_): on to group_loop, through the next super-block's header when the
 // groups left are a whole number of super-blocks (S is a power of two); out when none.
-void GemmGenerator::emit_next_super_header(const Label& group_loop) {
+void GemmGenerator::emit_next_super_header(const Label& group_loop, bool record) {
   Label done;
   jz(done, T_NEAR);
   test(gloop_, static_cast<int>(superblock_groups_ - 1));
   jnz(group_loop, T_NEAR);
-  emit_first_super_header();
+  emit_first_super_header(record);
   jmp(group_loop, T_NEAR);
   L(done);
 }

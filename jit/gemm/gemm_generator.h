@@ -84,14 +84,16 @@ class GemmGenerator : public JitGenerator {
   void emit_group_correction(int rows, int units);       // then steps to the next group
   void emit_group_correction_rows(int rows, int units);  // acc -> float sums (or group sums)
   int correction_shift() const;
-  // Float sums += C * scale (+ xsum * offset) for vector t of row `row`; the scale of
-  // panel pp's vector v (ops/quant/packed_layout.h; two-level scales from super_ too).
-  void emit_scaled_group_sum(int row, int t, int pp, int v, const Xmm& xsum);
+  // Float sums += C * scale (+ xsum * offset) for vector t of row `row`, with the scales
+  // emit_group_scales left (ops/quant/packed_layout.h; two-level scales from super_ too).
+  void emit_scaled_group_sum(int row, int t, const Xmm& xsum);
+  void emit_group_scales(int pp, int v);
   void emit_group_scale(const Xmm& out, int pp, int v, bool offset);
   // Two-level scales: super_ at the first super-block's header and bk_ past it; after a
-  // group, at a super-block boundary, both on to the next one.
-  void emit_first_super_header();
-  void emit_next_super_header(const Xbyak::Label& group_loop);
+  // group, at a super-block boundary, both on to the next one. `record` false: bk_ only
+  // (a loop that reads the rows but not the scales).
+  void emit_first_super_header(bool record = true);
+  void emit_next_super_header(const Xbyak::Label& group_loop, bool record = true);
   void emit_epilogue(int rows, int units);
   void emit_epilogue_from_registers(int rows, int units);  // y already in acc / fsum
   void emit_unit_epilogue(int rows, int unit, int tail_columns);

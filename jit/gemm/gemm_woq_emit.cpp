@@ -109,7 +109,8 @@ void GemmGenerator::emit_woq_group_correction(int rows, int units) {
       const int pp = panel_of(t), v = vector_of(t);
       const Xmm sum = acc(r, t);
       if (biased) vfnmadd231ps(sum, xsum, constant(kConstOperandBias));  // C = acc - bias * xsum
-      emit_scaled_group_sum(r, t, pp, v, xsum);
+      emit_group_scales(pp, v);
+      emit_scaled_group_sum(r, t, xsum);
     }
   }
 }

@@ -53,21 +53,29 @@ const std::uint8_t* packed_group(const std::uint8_t* panel, const PackedGeometry
   return panel + geo.group_offset(j);
 }
 
-float packed_scale(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane) {
+namespace {
+// The scale (offset: false) or offset (true) of lane c of group j: the trailer's f16, or
+// two-level, the trailer's s8 times its super-block header's f16.
+float packed_param(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane,
+                   bool offset) {
   const std::uint8_t* trailer = packed_group(panel, geo, j) + geo.group_data_bytes;
-  if (geo.superblock_groups == 0) return group_scale(trailer, lane);
+  if (geo.superblock_groups == 0)
+    return offset ? group_offset(trailer, lane) : group_scale(trailer, lane);
   const std::uint8_t* header = panel + geo.super_header_offset(j / geo.superblock_groups);
-  const auto sub = static_cast<std::int8_t>(trailer[kTrailerSubScales + lane]);
-  return static_cast<float>(sub) * load_f16(header + kSuperScales + 2 * lane);
+  const auto sub =
+      static_cast<std::int8_t>(trailer[(offset ? kTrailerSubOffsets : kTrailerSubScales) + lane]);
+  return static_cast<float>(sub) *
+         load_f16(header + (offset ? kSuperOffsets : kSuperScales) + 2 * lane);
+}
+}  // namespace
+
+float packed_scale(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane) {
+  return packed_param(panel, geo, j, lane, false);
 }
 
 float packed_offset(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j,
                     int lane) {
-  const std::uint8_t* trailer = packed_group(panel, geo, j) + geo.group_data_bytes;
-  if (geo.superblock_groups == 0) return group_offset(trailer, lane);
-  const std::uint8_t* header = panel + geo.super_header_offset(j / geo.superblock_groups);
-  const auto sub = static_cast<std::int8_t>(trailer[kTrailerSubOffsets + lane]);
-  return static_cast<float>(sub) * load_f16(header + kSuperOffsets + 2 * lane);
+  return packed_param(panel, geo, j, lane, true);
 }
 
 namespace {
@@ -105,11 +113,8 @@ void write_group(std::uint8_t* panel, std::int64_t j, const PanelGroup& pg, cons
   const bool first = j % geo.superblock_groups == 0;
   for (int c = 0; c < kPanelWidth; ++c) {
     const GroupParams& p = pg.params[c];
-    std::uint8_t super[4];
-    std::memcpy(super, &p.sub_scale, 1);
-    std::memcpy(super + 1, &p.sub_offset, 1);
-    trailer[kTrailerSubScales + c] = super[0];
-    trailer[kTrailerSubOffsets + c] = asym ? super[1] : 0;
+    trailer[kTrailerSubScales + c] = static_cast<std::uint8_t>(p.sub_scale);
+    trailer[kTrailerSubOffsets + c] = asym ? static_cast<std::uint8_t>(p.sub_offset) : 0;
     const std::uint16_t scale = f32_to_f16(p.super_scale), offset = f32_to_f16(p.super_offset);
     QF_REQUIRE(
         f16_to_f32(scale) == p.super_scale && (!asym || f16_to_f32(offset) == p.super_offset),

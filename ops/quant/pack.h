@@ -70,14 +70,14 @@ int packed_operand(const std::uint8_t* group, int bits, int lane, std::int64_t i
 float group_scale(const std::uint8_t* group_trailer, int lane);
 float group_offset(const std::uint8_t* group_trailer, int lane);
 
-// The u8 operand that encodes stored value q, and back (the table in packed_layout.h).
-int operand_of(int q, int bits, bool asymmetric);
-
 // Group j of a panel, and the scale / offset of its column lane c (either scale form).
 const std::uint8_t* packed_group(const std::uint8_t* panel, const PackedGeometry& geo,
                                  std::int64_t j);
 float packed_scale(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane);
 float packed_offset(const std::uint8_t* panel, const PackedGeometry& geo, std::int64_t j, int lane);
+
+// The u8 operand that encodes stored value q, and back (the table in packed_layout.h).
+int operand_of(int q, int bits, bool asymmetric);
 int value_of_operand(int operand, int bits, bool asymmetric);
 
 }  // namespace qforge

@@ -108,9 +108,9 @@ QuantizedTensor zero_quantized_tensor(std::int64_t n, std::int64_t k, const Quan
 QuantizedTensor quantize_reference(const float* weights, std::int64_t n, std::int64_t k,
                                    const QuantScheme& scheme) {
   QF_REQUIRE(weights != nullptr, "quantize: weights pointer is null");
-  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
   QF_REQUIRE(!scheme.two_level(), "quantize: the reference quantizer has one-level scales; ",
              to_string(scheme), " is packed by pack_weights");
+  QuantizedTensor t = zero_quantized_tensor(n, k, scheme);
 
   std::vector<float> row(t.k_padded, 0.f);  // zero-padded copy of one row
   for (std::int64_t r = 0; r < n; ++r) {
