@@ -319,6 +319,9 @@ TEST(Executor, QuantizedGreedyIdenticalAcrossIsas) {
   std::vector<Isa> isas;  // decided before any cap is set below
   for (Isa isa : {Isa::avx2, Isa::avx_vnni, Isa::avx512_vnni})
     if (isa_usable(isa)) isas.push_back(isa);
+  // QFORGE_MAX_ISA=avx2 leaves one kernel ISA, nothing to compare it with; uncapped, the
+  // emulator always provides three.
+  if (cap == Isa::avx2) GTEST_SKIP() << "QFORGE_MAX_ISA=avx2 leaves one kernel ISA";
   ASSERT_GE(isas.size(), 2u) << "needs at least two kernel ISAs (native or emulated)";
   const std::uint64_t emulated_before = emulate::emulated_instruction_count();
   for (const char* quant : {"int8", "int4-g32"}) {
