@@ -37,14 +37,22 @@
 namespace qforge::bench {
 namespace {
 
-// Args: N, K, M, bits, threads, swiglu. With swiglu = 1 the layer is a fused gate/up
-// pair (2 N x K weights, N outputs silu(g) * u) and oneDNN runs the unfused 2N x K matmul.
+// The scheme BM_Linear packs: int8 per-channel / int4 g128, or with two-level scales the
+// forms GGUF's K-quants repack into: Q6_K's int8 g16 and Q4_K's int4 g32 asymmetric.
+QuantScheme linear_scheme(int bits, bool two_level) {
+  if (two_level) return parse_quant_scheme(bits == 8 ? "int8-g16-sb256" : "int4-g32-sb256-asym");
+  return parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
+}
+
+// Args: N, K, M, bits, threads, swiglu, two_level. With swiglu = 1 the layer is a fused
+// gate/up pair (2 N x K weights, N outputs silu(g) * u) and oneDNN runs the unfused 2N x K
+// matmul; two_level = 1 packs the K-quant forms (linear_scheme).
 void BM_Linear(benchmark::State& state) {
   const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
   const bool swiglu = state.range(5) != 0;
   const std::int64_t weight_rows = swiglu ? 2 * n : n;  // rows of weights read
-  const QuantScheme scheme = parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
+  const QuantScheme scheme = linear_scheme(bits, state.range(6) != 0);
 
   std::vector<float> w(static_cast<std::size_t>(weight_rows * k));
   std::mt19937 rng(static_cast<unsigned>(n + k));
@@ -107,7 +115,8 @@ void BM_Linear(benchmark::State& state) {
   state.counters["swiglu"] = swiglu ? 1 : 0;
   state.counters["K"] = double(k);
   state.counters["bits"] = bits;
-  state.counters["group"] = bits == 8 ? 0 : 128;
+  state.counters["group"] = scheme.group;
+  state.counters["superblock"] = scheme.superblock;
   state.counters["threads"] = threads;
   state.counters["isa_zmm"] = layers[0]->isa() == Isa::avx512_vnni ? 1 : 0;
   state.counters["GBps"] = gbps;
@@ -262,7 +271,7 @@ void register_all() {
       for (int t : {1, 2})
         for (const auto& s : shapes)
           benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t, 0})
+              ->Args({s[0], s[1], m, bits, t, 0, 0})
               ->UseManualTime()
               ->MinTime(0.5)
               ->Unit(benchmark::kMicrosecond);
@@ -272,7 +281,18 @@ void register_all() {
       for (int t : {1, 2})
         for (const auto& s : {shapes[1], shapes[4]})
           benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t, 1})
+              ->Args({s[0], s[1], m, bits, t, 1, 0})
+              ->UseManualTime()
+              ->MinTime(0.5)
+              ->Unit(benchmark::kMicrosecond);
+  // the K-quant forms (Q6_K: int8 g16, Q4_K: int4 g32 asym, two-level) on TinyLlama's
+  // shapes
+  for (int bits : {8, 4})
+    for (std::int64_t m : {1, 128})
+      for (int t : {1, 2})
+        for (const auto& s : {shapes[0], shapes[1], shapes[2]})
+          benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
+              ->Args({s[0], s[1], m, bits, t, 0, 1})
               ->UseManualTime()
               ->MinTime(0.5)
               ->Unit(benchmark::kMicrosecond);
