@@ -266,36 +266,26 @@ void register_all() {
   }
   const std::int64_t shapes[][2] = {{2048, 2048}, {5632, 2048},  {2048, 5632},
                                     {4096, 4096}, {11008, 4096}, {4096, 11008}};
-  for (int bits : {8, 4})
-    for (std::int64_t m : {1, 4, 32, 128})
-      for (int t : {1, 2})
-        for (const auto& s : shapes)
-          benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t, 0, 0})
-              ->UseManualTime()
-              ->MinTime(0.5)
-              ->Unit(benchmark::kMicrosecond);
+  // BM_Linear over bits 8 and 4, 1 and 2 threads, the given rows and shapes.
+  const auto linear = [](std::initializer_list<std::int64_t> ms,
+                         std::initializer_list<const std::int64_t*> layer_shapes, int swiglu,
+                         int two_level) {
+    for (int bits : {8, 4})
+      for (std::int64_t m : ms)
+        for (int t : {1, 2})
+          for (const std::int64_t* s : layer_shapes)
+            benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
+                ->Args({s[0], s[1], m, bits, t, swiglu, two_level})
+                ->UseManualTime()
+                ->MinTime(0.5)
+                ->Unit(benchmark::kMicrosecond);
+  };
+  linear({1, 4, 32, 128}, {shapes[0], shapes[1], shapes[2], shapes[3], shapes[4], shapes[5]}, 0, 0);
   // the fused gate/up (SwiGLU) projections of TinyLlama and Llama-2-7B
-  for (int bits : {8, 4})
-    for (std::int64_t m : {1, 128})
-      for (int t : {1, 2})
-        for (const auto& s : {shapes[1], shapes[4]})
-          benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t, 1, 0})
-              ->UseManualTime()
-              ->MinTime(0.5)
-              ->Unit(benchmark::kMicrosecond);
+  linear({1, 128}, {shapes[1], shapes[4]}, 1, 0);
   // the K-quant forms (Q6_K: int8 g16, Q4_K: int4 g32 asym, two-level) on TinyLlama's
   // shapes
-  for (int bits : {8, 4})
-    for (std::int64_t m : {1, 128})
-      for (int t : {1, 2})
-        for (const auto& s : {shapes[0], shapes[1], shapes[2]})
-          benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-              ->Args({s[0], s[1], m, bits, t, 0, 1})
-              ->UseManualTime()
-              ->MinTime(0.5)
-              ->Unit(benchmark::kMicrosecond);
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 1);
   // int8 per-channel, int4 g128, and the GGUF block size g32 (K steps of 32 on tiles)
   for (const auto& [bits, group] : {std::pair{8, 0}, {4, 0}, {8, 32}, {4, 32}})
     for (std::int64_t m : {4, 8, 16, 32, 64, 128})
