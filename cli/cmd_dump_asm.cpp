@@ -83,10 +83,10 @@ Isa parse_isa_option(const std::string& name) {
 }
 
 QuantScheme scheme_of_options(const Options& o) {
-  QF_REQUIRE(o.bits == 8 || o.bits == 4, "--bits must be 8 or 4, got ", o.bits);
+  QF_REQUIRE(o.bits == 8 || o.bits == 5 || o.bits == 4, "--bits must be 8, 5 or 4, got ", o.bits);
   QF_REQUIRE(o.scheme == "sym" || o.scheme == "asym", "--scheme: '", o.scheme,
              "' is not one of sym|asym");
-  const int quad = o.bits == 8 ? 4 : 8;
+  const int quad = o.bits == 8 ? 4 : o.bits == 5 ? kBitPlaneK : 8;
   QF_REQUIRE(o.group >= 0 && o.group % quad == 0 && o.group <= kMaxGroup,
              "--group must be 0 (per-channel) or a positive multiple of ", quad, " up to ",
              kMaxGroup, " for ", o.bits, "-bit weights, got ", o.group);
@@ -222,7 +222,10 @@ void print_tiles(const GemmKey& key, std::int64_t m) {
   std::printf(
       "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 s8 (xq), "
       "B tmm6-7 u8 (packed rows%s); K steps of %d\n",
-      key.bits == 4 ? ", int4 unpacked on the stack" : "", amx_step_k(key.group));
+      key.bits == 4   ? ", int4 unpacked on the stack"
+      : key.bits == 5 ? ", int5 unpacked on the stack"
+                      : "",
+      amx_step_k(key.group));
   std::printf("; tile cfg   M %lld -> R %d: %s\n", static_cast<long long>(m), rows,
               describe_tile_config(amx_tile_config(rows, amx_step_k(key.group))).c_str());
   std::printf(
@@ -304,7 +307,7 @@ void register_dump_asm(CLI::App& app) {
   cmd->add_option("--n", o->n, "Output columns N (one kernel)");
   cmd->add_option("--k", o->k, "Input length K (one kernel)");
   cmd->add_option("--group", o->group, "Group size g along K (0 = per-channel)");
-  cmd->add_option("--bits", o->bits, "Weight bits (8|4)");
+  cmd->add_option("--bits", o->bits, "Weight bits (8|5|4)");
   cmd->add_option("--scheme", o->scheme, "Weight quantization (sym|asym)");
   o->m_option = cmd->add_option("--m", o->m,
                                 "Rows M the kernel is tuned for (picks the M bucket; amx: the "

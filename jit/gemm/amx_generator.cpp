@@ -78,7 +78,7 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
   max_per_row_ = kAmxBlockPanels;
   spill_displacement_ = kSums;
 
-  const std::int64_t unpacked_bytes = key.bits == 4 ? key.k_padded * 32 : 0;
+  const std::int64_t unpacked_bytes = key.bits != 8 ? key.k_padded * 32 : 0;
   QF_REQUIRE(fits_int32(kUnpacked + unpacked_bytes), "amx generator: ", kernel_name(key),
              " is too large for 32-bit offsets");
   const int frame_bytes = static_cast<int>(round_up(kUnpacked + unpacked_bytes, kPageBytes));
@@ -175,7 +175,7 @@ void AmxGenerator::emit_stack_probe(int frame_bytes) {
 
 void AmxGenerator::emit_row_blocks(int units) {
   Label loop, start_ok, two_row_tiles, next, done;
-  if (key_.bits == 4) emit_unpack_panels(units);
+  if (key_.bits != 8) emit_unpack_panels(units);
   mov(qword[rsp + kNextRow], 0);
   L(loop);
   mov(row_, ptr[rsp + kNextRow]);
@@ -223,7 +223,7 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
     for (int r = 0; r < row_tiles * kAmxTileRows; ++r)
       for (int t = 0; t < panels; ++t) vmovups(zword[rsp + kSums + r * kRowBytes + t * 64], Zmm(0));
   }
-  if (key_.bits == 4) {  // this block's B tiles start at the first step's
+  if (key_.bits != 8) {  // this block's B tiles start at the first step's
     lea(rax, ptr[rsp + kUnpacked]);
     mov(ptr[rsp + kCursor], rax);
   }
@@ -269,26 +269,27 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
 // memory operands are written base + stride * 1: the stride must be the SIB index.
 void AmxGenerator::emit_k_step(int row_tiles, int panels) {
   const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
-  if (key_.bits == 4) mov(rax, ptr[rsp + kCursor]);
+  if (key_.bits != 8) mov(rax, ptr[rsp + kCursor]);
   for (int j = 0; j < panels; ++j) {
     if (key_.bits == 8)
       tileloadd(Tmm(amx_b_tile(j)), ptr[bk_ + j * panel_bytes_ + tmp2_ * 1]);
     else
       tileloadd(Tmm(amx_b_tile(j)), ptr[rax + j * b_tile_bytes + tmp2_ * 1]);
   }
-  if (key_.bits == 4) add(qword[rsp + kCursor], kAmxBlockPanels * b_tile_bytes);
+  if (key_.bits != 8) add(qword[rsp + kCursor], kAmxBlockPanels * b_tile_bytes);
   for (int i = 0; i < row_tiles; ++i)
     tileloadd(Tmm(amx_a_tile(i)), ptr[ak_ + i * kAmxTileRows * a_stride_ + tmp_ * 1]);
   for (int i = 0; i < row_tiles; ++i)
     for (int j = 0; j < panels; ++j)
       tdpbsud(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));  // s8 A x u8 B
   add(ak_, step_k_);
-  add(bk_, static_cast<int>(step_k_ / k_per_row_ * kPackedRowBytes));
+  add(bk_, static_cast<int>(step_bytes_ * (step_k_ / k_per_step_)));
 }
 
 // int4 packed row q (64 bytes, 16 columns x 8 k) holds quads 2q (low nibbles) and 2q + 1
 // (high nibbles); as u8 B tile rows:
 //   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
+// (int5: each 32-k chunk's nibble rows, plus 16 where its bit row says so, packed_layout.h)
 // Every group of the unit block's panels, once, into [kUnpacked] (layout above), before
 // its row blocks: each row block then loads B tiles as the int8 kernel does, so the
 // unpacking costs once per unit block, not once per row block. Uses bk_, kloop_, gloop_,
@@ -296,9 +297,9 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
 void AmxGenerator::emit_unpack_panels(int units) {
   const int panels = units * panels_per_unit_;
   const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
-  const int packed_rows_per_step = step_k_ / 8;
+  const int nibble_rows_per_step = step_k_ / 8;
   const std::int64_t steps_per_group = key_.group / step_k_;
-  mark("unpack int4 panels");
+  mark(key_.bits == 5 ? "unpack int5 panels" : "unpack int4 panels");
   vmovups(kNibbleMask, constant(kConstNibbleMask));
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
@@ -310,17 +311,26 @@ void AmxGenerator::emit_unpack_panels(int units) {
   mov(kloop_, steps_per_group);
   L(step_loop);
   for (int j = 0; j < panels; ++j)
-    for (int q = 0; q < packed_rows_per_step; ++q) {
-      vmovdqu32(kLowNibbles, zword[bk_ + j * panel_bytes_ + q * kPackedRowBytes]);
+    for (int q = 0; q < nibble_rows_per_step; ++q) {
+      // int4: row q; int5: row q % 4 of chunk q / 4, its bits after the chunk's 4 rows
+      const std::int64_t chunk = key_.bits == 5 ? q / 4 * step_bytes_ : 0;
+      const int row = key_.bits == 5 ? q % 4 : q;
+      const std::int64_t at = j * panel_bytes_ + chunk + row * kPackedRowBytes;
+      vmovdqu32(kLowNibbles, zword[bk_ + at]);
       vpsrlw(kHighNibbles, kLowNibbles, 4);
       vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
       vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
+      if (key_.bits == 5) {
+        const std::int64_t bits = j * panel_bytes_ + chunk + 4 * kPackedRowBytes + 16 * row;
+        emit_fifth_bits(kLowNibbles, bits);
+        emit_fifth_bits(kHighNibbles, bits + 8);
+      }
       const int tile = j * b_tile_bytes;
       vmovdqu32(zword[rax + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
       vmovdqu32(zword[rax + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
     }
   add(rax, kAmxBlockPanels * b_tile_bytes);
-  add(bk_, packed_rows_per_step * kPackedRowBytes);
+  add(bk_, static_cast<int>(step_k_ * 2 * key_.bits));
   dec(kloop_);
   jnz(step_loop, T_NEAR);
   add(bk_, static_cast<int>(trailer_bytes_));  // past the group's trailer

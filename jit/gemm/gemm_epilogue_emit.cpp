@@ -2,6 +2,8 @@
 // the epilogue (scale by a[m], bias, SwiGLU, residual) and masked stores.
 #include "jit/gemm/gemm_generator.h"
 
+#include <bit>
+
 namespace qforge {
 
 using namespace Xbyak;
@@ -14,7 +16,7 @@ using namespace Xbyak::util;
 //   [bk_ + pp * panel_bytes + 0]    sub_scales[16]   s8    scale  = float(sub) * super
 //   [bk_ + pp * panel_bytes + 16]   sub_offsets[16]  s8    offset = float(sub) * super
 //   [super_ + pp * panel_bytes]     super_scales[16] f16 | super_offsets[16] f16
-// C = acc - bias * xsum (bias 128 or 8; none where the AVX2 int8 sequence already
+// C = acc - bias * xsum (bias 128, 16 or 8; none where the AVX2 int8 sequence already
 // multiplied v itself);                      fsum = fma(float(C), scale, fsum)
 // asymmetric:                                fsum = fma(float(xsum), offset, fsum)
 void GemmGenerator::emit_group_correction(int rows, int units) {
@@ -24,7 +26,7 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
     emit_group_correction_rows(rows, units);
   // The correction's temporaries may include the nibble mask's register: the next
   // group's K rows need it back.
-  if (!woq_ && key_.bits == 4 && groups_ > 1) vmovups(nibble_mask(), constant(kConstNibbleMask));
+  if (!woq_ && key_.bits != 8 && groups_ > 1) vmovups(nibble_mask(), constant(kConstNibbleMask));
   add(bk_, static_cast<int>(trailer_bytes_));
   add(sums_, 4);
   if (key_.epilogue.output == OutputKind::group_sums) add(out_, static_cast<int>(n_padded_ * 4));
@@ -32,8 +34,8 @@ void GemmGenerator::emit_group_correction(int rows, int units) {
 
 // The bias * xsum the accumulators carry beyond C, as a shift of xsum (0: none).
 int GemmGenerator::correction_shift() const {
-  const int bias = key_.bits == 8 ? (isa_.vnni ? 128 : 0) : (key_.asymmetric ? 0 : 8);
-  return bias == 128 ? 7 : bias == 8 ? 3 : 0;
+  const int bias = key_.bits == 8 && !isa_.vnni ? 0 : layout_bias();
+  return bias == 0 ? 0 : std::countr_zero(static_cast<unsigned>(bias));
 }
 
 // Row r's xsum is at [sums_ + r * groups * 4], its group sums go to out_ + r * groups * Np * 4

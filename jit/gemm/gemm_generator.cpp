@@ -1,5 +1,6 @@
 #include "jit/gemm/gemm_generator.h"
 
+#include <algorithm>
 #include <cstddef>
 
 #include "jit/base/aligned_buffer.h"
@@ -40,12 +41,19 @@ GemmGenerator::GemmGenerator(const GemmKey& key)
 
 GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, GeometryOnly)
     : JitGenerator(max_code_bytes), key_(key), isa_(vector_isa_of(key.isa)) {
-  QF_REQUIRE(key.bits == 8 || key.bits == 4, "gemm generator: bits must be 8 or 4");
-  QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8 ? 4 : 8) == 0,
+  QF_REQUIRE(key.bits == 8 || key.bits == 5 || key.bits == 4,
+             "gemm generator: bits must be 8, 5 or 4");
+  QF_REQUIRE(key.k_padded % key.group == 0 && key.group % (key.bits == 8   ? 4
+                                                           : key.bits == 5 ? kFifthBitK
+                                                                           : 8) ==
+                                                  0,
              "gemm generator: inconsistent K/group in ", kernel_name(key));
   QF_REQUIRE(!(key.epilogue.bias && key.epilogue.swiglu), "gemm generator: bias with swiglu");
   woq_ = key.weight_only();
   bf16_ = key.activation == ActivationKind::bf16;
+  QF_REQUIRE(!(woq_ && key.bits == 5),
+             "gemm generator: weight-only kernels read int8 and int4 weights, not ",
+             kernel_name(key));
   QF_REQUIRE(!(woq_ && key.epilogue.output == OutputKind::group_sums),
              "gemm generator: a weight-only kernel has no integer group sums");
   plan_ = plan_registers(key, key.blocking);
@@ -59,8 +67,11 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   panels_per_unit_ = key.panels_per_unit();
   groups_ = key.groups();
   k_per_row_ = key.bits == 8 ? 4 : 8;
-  rows_per_group_ = key.group / k_per_row_;
-  group_data_bytes_ = rows_per_group_ * kPanelRowBytes;
+  // The K loop's step: a packed row, or (int5) a chunk of 4 nibble rows and a bit row.
+  k_per_step_ = key.bits == 5 ? kFifthBitK : k_per_row_;
+  step_bytes_ = k_per_step_ * 2 * key.bits;  // 16 columns x bits / 8 bytes a k
+  steps_per_group_ = key.group / k_per_step_;
+  group_data_bytes_ = key.group * 2 * key.bits;
   // f16 scales (+ f16 offsets), or s8 sub-scales (+ sub-offsets): packed_layout.h
   superblock_groups_ = key.superblock_groups;
   trailer_bytes_ = superblock_groups_ ? 32 : key.asymmetric ? 64 : 32;
@@ -69,9 +80,9 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
                  (superblock_groups_ ? groups_ / superblock_groups_ * super_header_bytes_ : 0);
   QF_REQUIRE(superblock_groups_ == 0 || (groups_ % superblock_groups_ == 0 &&
                                          (superblock_groups_ & (superblock_groups_ - 1)) == 0 &&
-                                         (key.bits == 4 || !key.asymmetric)),
+                                         (key.bits != 8 || !key.asymmetric)),
              "gemm generator: two-level scales are for whole super-blocks of a power-of-two "
-             "number of groups (int8 symmetric or int4), not ",
+             "number of groups (int8 symmetric, int5 or int4), not ",
              kernel_name(key));
   // Bytes between activation rows: s8 xq (activation.h), f32 or bf16 (float_activations.h).
   a_element_bytes_ = bf16_ ? 2 : (woq_ ? 4 : 1);
@@ -101,7 +112,7 @@ Address GemmGenerator::fsum_spill(int row, int t) const {
 }
 
 GemmGenerator::Xmm GemmGenerator::weight(int t, bool high) const {
-  const bool two = key_.bits == 4 || !isa_.vnni;
+  const bool two = key_.bits != 8 || !isa_.vnni;
   return vec(two ? 2 * t + (high ? 1 : 0) : t);
 }
 
@@ -116,7 +127,7 @@ GemmGenerator::Xmm GemmGenerator::nibble_mask() const {
   return vec(plan_.weights + 1);
 }
 GemmGenerator::Xmm GemmGenerator::dot_temp() const {
-  return vec(plan_.weights + 1 + (key_.bits == 4 ? 1 : 0));
+  return vec(plan_.weights + 1 + (key_.bits != 8 ? 1 : 0));
 }
 GemmGenerator::Xmm GemmGenerator::epilogue_temp(int i) const {
   return vec(i);
@@ -226,7 +237,7 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
            std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
   // Constant registers (the epilogue of the previous tile may have used them as temps).
-  if (!woq_ && key_.bits == 4) vmovups(nibble_mask(), constant(kConstNibbleMask));
+  if (!woq_ && key_.bits != 8) vmovups(nibble_mask(), constant(kConstNibbleMask));
   // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
@@ -302,13 +313,15 @@ void GemmGenerator::emit_next_super_header(const Label& group_loop, bool record)
 }
 
 void GemmGenerator::emit_group_k(int rows, int units) {
-  const int unroll = key_.blocking.k_unroll;
-  if (rows_per_group_ <= unroll) {
-    emit_k_rows(rows, units, static_cast<int>(rows_per_group_));
+  // k_unroll counts packed rows; an int5 step is four of them (and a bit row).
+  const int unroll =
+      key_.bits == 5 ? std::max(1, key_.blocking.k_unroll / 4) : key_.blocking.k_unroll;
+  if (steps_per_group_ <= unroll) {
+    emit_k_rows(rows, units, static_cast<int>(steps_per_group_));
     return;
   }
-  const std::int64_t iterations = rows_per_group_ / unroll;
-  const int remainder = static_cast<int>(rows_per_group_ % unroll);
+  const std::int64_t iterations = steps_per_group_ / unroll;
+  const int remainder = static_cast<int>(steps_per_group_ % unroll);
   Label loop;
   mov(kloop_, iterations);
   L(loop);
@@ -320,19 +333,26 @@ void GemmGenerator::emit_group_k(int rows, int units) {
 
 void GemmGenerator::emit_k_rows(int rows, int units, int count) {
   for (int i = 0; i < count; ++i) {
-    if (bf16_)
+    if (key_.bits == 5) {  // chunk i: nibble rows 0..3, then their fifth bits
+      const int chunk = i * static_cast<int>(step_bytes_);
+      for (int r = 0; r < 4; ++r)
+        emit_packed_row(rows, units, i * kFifthBitK + 8 * r, chunk + r * kPanelRowBytes,
+                        chunk + 4 * kPanelRowBytes + 16 * r);
+    } else if (bf16_)
       emit_woq_bf16_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
     else if (woq_)
       emit_woq_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
     else
       emit_packed_row(rows, units, static_cast<int>(i * k_per_row_), i * kPanelRowBytes);
   }
-  add(ak_, static_cast<int>(count * k_per_row_ * a_element_bytes_));
-  add(bk_, count * kPanelRowBytes);
+  add(ak_, static_cast<int>(count * k_per_step_ * a_element_bytes_));
+  add(bk_, static_cast<int>(count * step_bytes_));
 }
 
-// One 64-byte row of every panel in the tile: 16 columns x 4 k (int8) or x 8 k (int4).
-void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b) {
+// One 64-byte row of every panel in the tile: 16 columns x 4 k (int8) or x 8 k (int4; int5
+// with the fifth bits of its two nibble halves at disp_bits: qwords, zmm, or two dwords each,
+// one per ymm half, packed_layout.h).
+void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b, int disp_bits) {
   const int panels = units * panels_per_unit_;
   for (int pp = 0; pp < panels; ++pp) {
     const std::int64_t base = pp * panel_bytes_ + disp_b;
@@ -364,6 +384,10 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
           vpsrlw(weight(t, true), weight(t, true), 4);
           vpand(weight(t, true), weight(t, true), nibble_mask());
         }
+        if (disp_bits >= 0)
+          for (int h = 0; h < 2; ++h)
+            emit_fifth_bits(weight(t, h == 1),
+                            pp * panel_bytes_ + disp_bits + 8 * h + vector_of(t) * 4);
       }
     }
   }
@@ -374,6 +398,25 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b)
       vpbroadcastd(broadcast(), bcast_at(ak_, r * a_stride_ + disp_a + 4 * quad));
       for (int t = 0; t < t_count; ++t) emit_dot(acc(r, t), broadcast(), t, quad == 1);
     }
+}
+
+// operand |= 16 where the bit plane at [bk_ + at] says so: zmm, a kmovq of the 64 bits and
+// a masked add (the nibble is below 16); ymm, the 32 bits spread over the bytes (the
+// broadcast register is free while the weights load).
+void GemmGenerator::emit_fifth_bits(const Xmm& operand, std::int64_t at) {
+  if (zmm_) {
+    const Xbyak::Opmask bits = k2;
+    kmovq(bits, qword[bk_ + at]);
+    vpaddb(operand | bits, operand, constant(kConstFifthBit));
+    return;
+  }
+  const Xmm spread = broadcast();
+  vpbroadcastd(spread, dword[bk_ + at]);
+  vpshufb(spread, spread, constant(kConstFifthBit + 1));   // byte j = bits byte j / 8
+  vpand(spread, spread, constant(kConstFifthBit + 2));     // its bit j % 8
+  vpcmpeqb(spread, spread, constant(kConstFifthBit + 2));  // 0xff where set
+  vpand(spread, spread, constant(kConstFifthBit));
+  vpor(operand, operand, spread);
 }
 
 void GemmGenerator::emit_dot(const Xmm& sum, const Xmm& x, int t, bool high) {

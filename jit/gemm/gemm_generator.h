@@ -16,6 +16,7 @@
 //                  AVX2 int8 w = w_u8 ^ 0x80 = v;  acc += maddwd(maddubs(|v|, sign(xq, v)), 1)
 //                                                  C = acc
 //                  AVX2 int4 acc += maddwd(maddubs(nibble, xq), 1)   C = acc - bias * xsum
+//                  (int5: the nibble plus 16 where the bit plane has the fifth bit)
 // The AVX2 forms are exact: |v| <= 128 and |sign(xq, v)| <= 127 (int8), nibble <= 15
 // (int4), so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
 //
@@ -65,7 +66,8 @@ class GemmGenerator : public JitGenerator {
   void emit_tile_pass(int rows, int units);
   void emit_group_k(int rows, int units);
   void emit_k_rows(int rows, int units, int count);
-  void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b);
+  void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b, int disp_bits = -1);
+  void emit_fifth_bits(const Xmm& operand, std::int64_t at);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
   // Weight-only (gemm_woq_emit.cpp).
   void emit_woq_row_loads(int units, int disp_b);
@@ -76,9 +78,10 @@ class GemmGenerator : public JitGenerator {
   // The operand bias of the packed layout (ops/quant/packed_layout.h) the float group
   // correction removes: 128 for int8, 8 for symmetric int4, 0 for asymmetric int4 and for
   // the bf16 kernels (their table holds operand - bias).
-  int woq_operand_bias() const {
-    if (bf16_) return 0;
-    return key_.bits == 8 ? 128 : (key_.asymmetric ? 0 : 8);
+  int woq_operand_bias() const { return bf16_ ? 0 : layout_bias(); }
+  // v = operand - bias: 128 (int8), 16 (int5) or 8 (int4) symmetric, 0 asymmetric int4/5.
+  int layout_bias() const {
+    return key_.bits == 8 ? 128 : (key_.asymmetric ? 0 : 1 << (key_.bits - 1));
   }
   // Group end and epilogue (gemm_epilogue_emit.cpp).
   void emit_group_correction(int rows, int units);       // then steps to the next group
@@ -138,7 +141,9 @@ class GemmGenerator : public JitGenerator {
   int panels_per_unit_, vectors_per_panel_, vector_bytes_;
   int slice_vectors_;    // vectors of each panel per pass (register_budget.h)
   int slice_first_ = 0;  // first vector of the pass being emitted
-  std::int64_t groups_, rows_per_group_, panel_bytes_, group_data_bytes_, trailer_bytes_;
+  std::int64_t groups_, panel_bytes_, group_data_bytes_, trailer_bytes_;
+  // The K loop's step (packed_layout.h): a 64-byte row of k_per_row_ k, or an int5 chunk.
+  std::int64_t k_per_step_, step_bytes_, steps_per_group_;
   std::int64_t superblock_groups_ = 0, super_header_bytes_ = 0;  // two-level scales
   std::int64_t a_stride_, k_per_row_, n_padded_;
   int max_per_row_;
@@ -157,6 +162,8 @@ class GemmGenerator : public JitGenerator {
   void bind_frame_registers(const Xbyak::util::StackFrame& frame);
   // A group trailer's offsets follow its 16 f16 scales (ops/quant/packed_layout.h).
   static constexpr int kTrailerOffsetBytes = 32;
+  // int5: k per chunk of 4 nibble rows and their fifth-bit row.
+  static constexpr int kFifthBitK = 32;
   // Two-level: the trailer's s8 sub-offsets follow its 16 s8 sub-scales; the super-block
   // header's f16 offsets follow its 16 f16 scales.
   static constexpr int kTrailerSubOffsetBytes = 16;
@@ -194,6 +201,9 @@ enum GemmConstant : int {
   kConstLaneMasks,                          // ymm only: 8 x -1 then 8 x 0 (two vectors)
   kConstBf16Nibbles = kConstLaneMasks + 2,  // bf16 kernels: 32 words, bf16(operand - bias)
                                             // of the index's low 4 bits (zmm only)
+  kConstFifthBit = kConstBf16Nibbles,       // int5 kernels (never bf16): 0x10 bytes, then
+                                            // (ymm) the bit spread: byte j = j / 8, then
+                                            // byte j = 1 << j % 8
 };
 
 }  // namespace qforge

@@ -33,8 +33,8 @@ RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
     plan.weights = 1 + per_row;  // the field being converted, the row's operand vectors
     plan.fixed = b.mr;           // one x broadcast per row
   } else {
-    plan.weights = (key.bits == 4 || !v.vnni) ? 2 * per_row : per_row;
-    plan.fixed = 1 + (key.bits == 4 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
+    plan.weights = (key.bits != 8 || !v.vnni) ? 2 * per_row : per_row;
+    plan.fixed = 1 + (key.bits != 8 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
   }
   if (key.groups() > 1) {
     const int in_registers = plan.accumulators + plan.accumulators + plan.weights + plan.fixed;

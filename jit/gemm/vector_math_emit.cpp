@@ -106,6 +106,11 @@ void GemmGenerator::emit_constants() {
     const int bias = key_.asymmetric ? 0 : 8;
     for (int i = 0; i < 32; ++i) dw(bits_of(float((i & 15) - bias)) >> 16);
   }
+  if (key_.bits == 5) {  // kConstFifthBit: 0x10, the bit spread, the bit select
+    splat(0x10101010u);
+    for (int j = 0; j < vector_bytes_; ++j) db(static_cast<std::uint8_t>(j / 8));
+    for (int j = 0; j < vector_bytes_; ++j) db(static_cast<std::uint8_t>(1u << (j % 8)));
+  }
 }
 
 }  // namespace qforge

@@ -63,10 +63,11 @@ const char* split_name(ThreadSplit split) {
 std::string shape_problem(const GemmKey& s) {
   if (s.isa == Isa::reference) return "isa: the reference path has no blocking";
   if (s.n < 1 || s.k < 1) return "n and k must be positive";
-  if (s.bits != 8 && s.bits != 4) return "bits must be 8 or 4";
+  if (s.bits != 8 && s.bits != 5 && s.bits != 4) return "bits must be 8, 5 or 4";
   if (s.group < 1 || s.k_padded < s.k || s.k_padded % s.group != 0)
     return "g must divide k_padded >= k";
-  if (s.group % (s.bits == 8 ? 4 : 8) != 0) return "g must be a multiple of 4 (8 for int4)";
+  if (s.group % (s.bits == 8 ? 4 : s.bits == 5 ? 32 : 8) != 0)
+    return "g must be a multiple of 4 (8 for int4, 32 for int5)";
   if (s.superblock_groups < 0 || (s.superblock_groups & (s.superblock_groups - 1)) != 0 ||
       (s.superblock_groups > 0 && s.k_padded / s.group % s.superblock_groups != 0))
     return "superblock_groups must be a power of two dividing the groups";

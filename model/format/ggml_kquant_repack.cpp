@@ -29,9 +29,12 @@ struct BlockIntegers {
 //   j < 4:  sc = s[j] & 63,                               m = s[j + 4] & 63
 //   j >= 4: sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4,  m = (s[j + 4] >> 4) | (s[j] >> 6) << 4
 // values 64i + l (low nibbles of qs[32i + l]) are sub-block 2i, 64i + 32 + l (high) 2i + 1.
-void q4_k_integers(const std::byte* block, BlockIntegers& b) {
+// Q5_K: qh[32] before qs; the fifth bit of value 64i + l is qh[l] bit 2i, of 64i + 32 + l
+// bit 2i + 1.
+void q45_k_integers(const std::byte* block, bool five_bits, BlockIntegers& b) {
   const std::byte* s = block + 4;
-  const std::byte* qs = block + 16;
+  const std::byte* qh = block + 16;
+  const std::byte* qs = block + (five_bits ? 48 : 16);
   b.d = block_f16(block);
   b.dmin = block_f16(block + 2);
   for (int j = 0; j < 8; ++j) {
@@ -47,6 +50,10 @@ void q4_k_integers(const std::byte* block, BlockIntegers& b) {
     for (int l = 0; l < 32; ++l) {
       b.q[64 * i + l] = block_u8(qs, 32 * i + l) & 15;
       b.q[64 * i + 32 + l] = block_u8(qs, 32 * i + l) >> 4;
+      if (five_bits) {
+        b.q[64 * i + l] |= (block_u8(qh, l) >> (2 * i) & 1) << 4;
+        b.q[64 * i + 32 + l] |= (block_u8(qh, l) >> (2 * i + 1) & 1) << 4;
+      }
     }
 }
 
@@ -120,6 +127,9 @@ std::optional<QuantScheme> kquant_scheme(GgmlType type) {
     case GgmlType::Q4_K:
       s.bits = 4, s.group = 32, s.asymmetric = true;
       return s;
+    case GgmlType::Q5_K:
+      s.bits = 5, s.group = 32, s.asymmetric = true;
+      return s;
     case GgmlType::Q2_K:
       s.bits = 4, s.group = 16, s.asymmetric = true;
       return s;
@@ -140,8 +150,8 @@ void kquant_block_operands(GgmlType type, const std::byte* block, std::uint8_t* 
   QF_REQUIRE(scheme.has_value(), "repack: type ", ggml_type_name(type),
              " has no two-level qforge layout");
   BlockIntegers b;
-  if (type == GgmlType::Q4_K)
-    q4_k_integers(block, b);
+  if (type == GgmlType::Q4_K || type == GgmlType::Q5_K)
+    q45_k_integers(block, type == GgmlType::Q5_K, b);
   else if (type == GgmlType::Q6_K)
     q6_k_integers(block, b);
   else

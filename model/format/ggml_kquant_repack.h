@@ -5,6 +5,7 @@
 //
 //   type   qforge scheme          stored q          scale           offset
 //   Q4_K   int4-g32-sb256-asym    nibble  0..15     sc * d          m * (-dmin)
+//   Q5_K   int5-g32-sb256-asym    0..31             sc * d          m * (-dmin)
 //   Q2_K   int4-g16-sb256-asym    2 bits  0..3      sc * d          m * (-dmin)
 //   Q3_K   int4-g16-sb256         q - 4 * !hbit     (sc - 32) * d
 //                                 in -4..3
@@ -23,8 +24,7 @@
 
 namespace qforge {
 
-// The scheme a K-quant type is repacked into, if it has one (Q5_K has not: its fifth
-// bit plane would need a layout of its own).
+// The scheme a K-quant type is repacked into (every K-quant has one).
 std::optional<QuantScheme> kquant_scheme(GgmlType type);
 
 // One super-block of `type` (kquant_scheme(type) has a value) as the packed layout's

@@ -96,9 +96,24 @@ void quantize_q8_0(const float* values, std::byte* block) {
         static_cast<std::int8_t>(round_clamped(values[i] * inverse, -127, 127)));
 }
 
+// The 32 values of a Q4 / Q5 block (q in 0..15 or 0..31) as the block's bytes from `at`:
+// Q5 puts the fifth bits first (u32 qh, bit i of value i), then both put the nibbles
+// (byte j = q[j] & 15 | (q[j + 16] & 15) << 4).
+void store_values(const int* q, bool five_bits, std::byte* at) {
+  if (five_bits) {
+    std::uint32_t qh = 0;
+    for (std::uint32_t i = 0; i < 32; ++i) qh |= static_cast<std::uint32_t>(q[i] >> 4 & 1) << i;
+    std::memcpy(at, &qh, 4);
+    at += 4;
+  }
+  for (std::size_t j = 0; j < 16; ++j)
+    at[j] = static_cast<std::byte>((q[j] & 15) | (q[j + 16] & 15) << 4);
+}
+
 // Q4_0 scales by the value of largest magnitude, keeping its sign: d = max / -8, so that
-// value lands exactly on nibble 0 and the other end keeps one more step (nibble 15 = +7d).
-void quantize_q4_0(const float* values, std::byte* block) {
+// value lands exactly on nibble 0 and the other end keeps one more step (nibble 15 = +7d);
+// Q5_0 likewise with d = max / -16 and q in 0..31.
+void quantize_q4_0(const float* values, std::byte* block, bool five_bits = false) {
   float max_abs = 0.0f;
   float extreme = 0.0f;
   for (std::size_t i = 0; i < 32; ++i) {
@@ -107,32 +122,33 @@ void quantize_q4_0(const float* values, std::byte* block) {
       extreme = values[i];
     }
   }
-  const float d = extreme / -8.0f;
+  const float half = five_bits ? 16.0f : 8.0f;
+  const float d = extreme / -half;
   const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(block, f32_to_f16(d));
-  for (std::size_t j = 0; j < 16; ++j) {
-    const int low = truncate_clamped(values[j] * inverse + 8.5f, 0, 15);
-    const int high = truncate_clamped(values[j + 16] * inverse + 8.5f, 0, 15);
-    block[2 + j] = static_cast<std::byte>(low | (high << 4));
-  }
+  int q[32];
+  for (std::size_t i = 0; i < 32; ++i)
+    q[i] = truncate_clamped(values[i] * inverse + half + 0.5f, 0, five_bits ? 31 : 15);
+  store_values(q, five_bits, block + 2);
 }
 
-void quantize_q4_1(const float* values, std::byte* block) {
+// Q4_1 / Q5_1: d = (max - min) / 15 (31), m = min.
+void quantize_q4_1(const float* values, std::byte* block, bool five_bits = false) {
   float min = values[0];
   float max = values[0];
   for (std::size_t i = 1; i < 32; ++i) {
     min = std::min(min, values[i]);
     max = std::max(max, values[i]);
   }
-  const float d = (max - min) / 15.0f;
+  const int top = five_bits ? 31 : 15;
+  const float d = (max - min) / static_cast<float>(top);
   const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
   store_u16(block, f32_to_f16(d));
   store_u16(block + 2, f32_to_f16(min));
-  for (std::size_t j = 0; j < 16; ++j) {
-    const int low = truncate_clamped((values[j] - min) * inverse + 0.5f, 0, 15);
-    const int high = truncate_clamped((values[j + 16] - min) * inverse + 0.5f, 0, 15);
-    block[4 + j] = static_cast<std::byte>(low | (high << 4));
-  }
+  int q[32];
+  for (std::size_t i = 0; i < 32; ++i)
+    q[i] = truncate_clamped((values[i] - min) * inverse + 0.5f, 0, top);
+  store_values(q, five_bits, block + 4);
 }
 
 void check_sizes(GgmlType type, std::size_t values, std::size_t bytes, std::string_view what) {
@@ -211,6 +227,14 @@ void quantize_row(GgmlType type, std::span<const float> values, std::span<std::b
     case GgmlType::Q4_1:
       for (std::size_t b = 0; b < values.size() / 32; ++b)
         quantize_q4_1(values.data() + b * 32, dst + b * kQ4_1BlockBytes);
+      return;
+    case GgmlType::Q5_0:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_0(values.data() + b * 32, dst + b * kQ5_0BlockBytes, true);
+      return;
+    case GgmlType::Q5_1:
+      for (std::size_t b = 0; b < values.size() / 32; ++b)
+        quantize_q4_1(values.data() + b * 32, dst + b * kQ5_1BlockBytes, true);
       return;
     default:
       break;

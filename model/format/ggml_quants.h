@@ -30,13 +30,16 @@ inline constexpr std::size_t kQuantBlockValues = 32;
 inline constexpr std::size_t kQ8_0BlockBytes = 2 + 32;
 inline constexpr std::size_t kQ4_0BlockBytes = 2 + 16;
 inline constexpr std::size_t kQ4_1BlockBytes = 2 + 2 + 16;
+inline constexpr std::size_t kQ5_0BlockBytes = 2 + 4 + 16;  // + u32 qh (ggml_kquants.h)
+inline constexpr std::size_t kQ5_1BlockBytes = 2 + 2 + 4 + 16;
 
 // Decodes `out.size()` values from `row` (which must hold exactly that many values of
 // `type`). Works for F32, F16, BF16, Q8_0, Q4_0 and Q4_1; other types throw.
 void dequantize_row(GgmlType type, std::span<const std::byte> row, std::span<float> out);
 
 // Encodes `values` into `out` (exactly ggml_row_bytes(type, values.size()) bytes) for
-// F32, F16, BF16, Q8_0, Q4_0 and Q4_1; other types throw.
+// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 (ggml's reference rounding); other
+// types throw.
 void quantize_row(GgmlType type, std::span<const float> values, std::span<std::byte> out);
 
 }  // namespace qforge

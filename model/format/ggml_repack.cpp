@@ -26,6 +26,11 @@ std::optional<QuantScheme> native_scheme(GgmlType type) {
     scheme.asymmetric = type == GgmlType::Q4_1;
     return scheme;
   }
+  if (type == GgmlType::Q5_0 || type == GgmlType::Q5_1) {
+    scheme.bits = 5;
+    scheme.asymmetric = type == GgmlType::Q5_1;
+    return scheme;
+  }
   return std::nullopt;
 }
 
@@ -59,19 +64,11 @@ QuantizedTensor stacked_encoded(std::span<const TensorView* const> tensors) {
   return out;
 }
 
-// A 32-value block's 16 nibble bytes: low nibbles are values 0..15, high ones 16..31.
-void unpack_nibbles(const std::byte* bytes, int shift, std::int16_t* q) {
-  for (int j = 0; j < 16; ++j) {
-    const auto byte = std::to_integer<std::uint8_t>(bytes[j]);
-    q[j] = static_cast<std::int16_t>((byte & 15) + shift);
-    q[j + 16] = static_cast<std::int16_t>((byte >> 4) + shift);
-  }
-}
-
-// The K-quant tensors stacked as a QuantizedTensor: their operands and two-level params
-// read as the packing reads them (native_operand_rows), turned into values and scales.
-QuantizedTensor kquant_quantized(std::span<const TensorView* const> tensors) {
-  const QuantScheme scheme = *kquant_scheme(tensors[0]->type);
+// The ggml tensors stacked as a QuantizedTensor: their operands and params read as the
+// packing reads them (native_operand_rows), turned into values, scales and (asymmetric)
+// float offsets.
+QuantizedTensor operand_rows_quantized(std::span<const TensorView* const> tensors,
+                                       const QuantScheme& scheme) {
   std::int64_t n = 0;
   for (const TensorView* t : tensors) n += t->rows;
   QuantizedTensor out = zero_quantized_tensor(n, tensors[0]->columns, scheme);
@@ -99,65 +96,11 @@ QuantizedTensor native_quantized(std::span<const TensorView* const> tensors) {
   QF_REQUIRE(!tensors.empty(), "repack: no tensors");
   const TensorView& first = *tensors[0];
   if (first.encoded) return stacked_encoded(tensors);
-  if (kquant_scheme(first.type)) return kquant_quantized(tensors);
   const std::optional<QuantScheme> scheme = native_scheme(first.type);
   if (!scheme)
     fail("repack: tensor '", first.name, "' type ", ggml_type_name(first.type),
          " has no exact qforge layout");
-  QuantizedTensor out;
-  out.scheme = *scheme;
-  out.k = first.columns;
-  out.k_padded = first.columns;
-  out.group = 32;
-  for (const TensorView* t : tensors) {
-    if (t->type != first.type || t->columns != first.columns || t->encoded)
-      fail("repack: tensor '", t->name, "' (", ggml_type_name(t->type), ", ", t->columns,
-           " columns) does not match '", first.name, "' (", ggml_type_name(first.type), ", ",
-           first.columns, " columns)");
-    out.n += t->rows;
-  }
-  QF_REQUIRE(out.k % 32 == 0, "repack: '", first.name, "' has ", out.k,
-             " columns, not whole blocks");
-  const std::int64_t blocks = out.k / 32;
-  out.q.resize(std::size_t(out.n * out.k));
-  out.scales.resize(std::size_t(out.n * blocks));
-  out.zero_points.assign(std::size_t(out.n * blocks), 0);
-  if (first.type == GgmlType::Q4_1) out.offsets.assign(std::size_t(out.n * blocks), 0.f);
-  std::int64_t row_out = 0;
-  for (const TensorView* t : tensors) {
-    for (std::int64_t r = 0; r < t->rows; ++r, ++row_out) {
-      const std::span<const std::byte> row = t->row(r);
-      for (std::int64_t b = 0; b < blocks; ++b) {
-        std::int16_t* q = out.q.data() + row_out * out.k + b * 32;
-        std::uint16_t d_bits;
-        if (t->type == GgmlType::Q8_0) {
-          const std::byte* block = row.data() + b * kQ8_0BlockBytes;
-          std::memcpy(&d_bits, block, 2);
-          for (int i = 0; i < 32; ++i)
-            q[i] = static_cast<std::int8_t>(std::to_integer<std::uint8_t>(block[2 + i]));
-        } else if (t->type == GgmlType::Q4_0) {
-          const std::byte* block = row.data() + b * kQ4_0BlockBytes;
-          std::memcpy(&d_bits, block, 2);
-          unpack_nibbles(block + 2, -8, q);
-        } else {
-          const std::byte* block = row.data() + b * kQ4_1BlockBytes;
-          std::uint16_t m_bits;
-          std::memcpy(&d_bits, block, 2);
-          std::memcpy(&m_bits, block + 2, 2);
-          unpack_nibbles(block + 4, 0, q);
-          const float m = f16_to_f32(m_bits);
-          if (!std::isfinite(m))
-            fail("repack: tensor '", t->name, "' row ", r, " block ", b, " has minimum ", m);
-          out.offsets[std::size_t(row_out * blocks + b)] = m;
-        }
-        const float d = f16_to_f32(d_bits);
-        if (!std::isfinite(d))
-          fail("repack: tensor '", t->name, "' row ", r, " block ", b, " has scale ", d);
-        out.scales[std::size_t(row_out * blocks + b)] = d;
-      }
-    }
-  }
-  return out;
+  return operand_rows_quantized(tensors, *scheme);
 }
 
 namespace {
@@ -168,7 +111,7 @@ void native_row(const TensorView& t, std::int64_t r, std::uint8_t* operands, Gro
     const EncodedTensor& e = *t.encoded;
     const EncodedGeometry& g = e.geometry;
     const std::byte* row = e.operands + static_cast<std::uint64_t>(r) * g.row_bytes();
-    if (g.scheme.bits == 8) {
+    if (g.scheme.bits != 4) {
       std::memcpy(operands, row, static_cast<std::size_t>(g.k_padded));
     } else {
       for (std::int64_t j = 0; j < g.k_padded / 2; ++j) {
@@ -198,37 +141,37 @@ void native_row(const TensorView& t, std::int64_t r, std::uint8_t* operands, Gro
     }
     return;
   }
+  // Blocks of 32: f16 d, (f16 m: Q4_1, Q5_1), (u32 qh: Q5_0, Q5_1), then the values.
+  const bool with_min = t.type == GgmlType::Q4_1 || t.type == GgmlType::Q5_1;
+  const bool five_bits = t.type == GgmlType::Q5_0 || t.type == GgmlType::Q5_1;
+  const std::uint64_t block_bytes = ggml_type_traits(t.type).block_bytes;
   const std::int64_t blocks = t.columns / 32;
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::uint8_t* op = operands + b * 32;
+    const std::byte* block = row.data() + b * block_bytes;
     std::uint16_t d_bits, m_bits = 0;
-    const std::byte* nibbles = nullptr;
+    std::memcpy(&d_bits, block, 2);
+    if (with_min) std::memcpy(&m_bits, block + 2, 2);
+    const std::byte* values = block + (with_min ? 4 : 2);
     if (t.type == GgmlType::Q8_0) {
-      const std::byte* block = row.data() + b * kQ8_0BlockBytes;
-      std::memcpy(&d_bits, block, 2);
       for (int i = 0; i < 32; ++i)  // int8 q + 128: the sign bit flipped
-        op[i] = static_cast<std::uint8_t>(std::to_integer<std::uint8_t>(block[2 + i]) ^ 0x80);
-    } else if (t.type == GgmlType::Q4_0) {
-      const std::byte* block = row.data() + b * kQ4_0BlockBytes;
-      std::memcpy(&d_bits, block, 2);
-      nibbles = block + 2;
-    } else {
-      const std::byte* block = row.data() + b * kQ4_1BlockBytes;
-      std::memcpy(&d_bits, block, 2);
-      std::memcpy(&m_bits, block + 2, 2);
-      nibbles = block + 4;
-    }
-    if (nibbles != nullptr)  // the nibble is the operand (q + 8 for Q4_0, q for Q4_1)
-      for (int j = 0; j < 16; ++j) {
-        const auto byte = std::to_integer<std::uint8_t>(nibbles[j]);
-        op[j] = byte & 15;
-        op[j + 16] = byte >> 4;
+        op[i] = static_cast<std::uint8_t>(std::to_integer<std::uint8_t>(values[i]) ^ 0x80);
+    } else {  // the value is the operand (q + 8 for Q4_0, q + 16 for Q5_0, q for Q4_1, Q5_1)
+      std::uint32_t qh = 0;  // value i's fifth bit is bit i
+      if (five_bits) {
+        std::memcpy(&qh, values, 4);
+        values += 4;
       }
+      for (int j = 0; j < 16; ++j) {
+        const auto byte = std::to_integer<std::uint8_t>(values[j]);
+        op[j] = static_cast<std::uint8_t>((byte & 15) | (qh >> j & 1) << 4);
+        op[j + 16] = static_cast<std::uint8_t>((byte >> 4) | (qh >> (j + 16) & 1) << 4);
+      }
+    }
     const float d = f16_to_f32(d_bits), m = f16_to_f32(m_bits);
     if (!std::isfinite(d) || !std::isfinite(m))
       fail("repack: tensor '", t.name, "' row ", r, " block ", b, " has scale ", d,
-           t.type == GgmlType::Q4_1 ? " and minimum " : "",
-           t.type == GgmlType::Q4_1 ? std::to_string(m) : "");
+           with_min ? " and minimum " : "", with_min ? std::to_string(m) : "");
     params[b] = {d, 0, m};
   }
 }

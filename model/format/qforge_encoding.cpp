@@ -22,7 +22,7 @@ float scale_at(const EncodedTensor& t, std::uint64_t i) {
 
 // Operand k of a row of operand bytes.
 int operand_at(const std::byte* row, int bits, std::int64_t k) {
-  if (bits == 8) return byte_at(row, static_cast<std::uint64_t>(k));
+  if (bits != 4) return byte_at(row, static_cast<std::uint64_t>(k));
   const std::uint8_t byte = byte_at(row, static_cast<std::uint64_t>(k / 2));
   return k % 2 == 0 ? byte & 15 : byte >> 4;
 }
@@ -42,7 +42,7 @@ std::string encoded_zero_name(std::string_view tensor) {
 }
 
 std::uint64_t EncodedGeometry::row_bytes() const {
-  return static_cast<std::uint64_t>(scheme.bits == 8 ? k_padded : k_padded / 2);
+  return static_cast<std::uint64_t>(scheme.bits == 4 ? k_padded / 2 : k_padded);
 }
 
 EncodedGeometry encoded_geometry(std::int64_t n, std::int64_t k, const QuantScheme& scheme) {
@@ -126,11 +126,11 @@ std::optional<EncodedTensor> read_encoded_tensor(const GgufReader& gguf,
   }
   if (scheme.asymmetric) {
     out.zeros = part(encoded_zero_name(info.name), GgmlType::I8);
-    const int top = scheme.bits == 8 ? 255 : 15;
+    const int top = stored_max(scheme.bits, true);
     for (std::uint64_t i = 0; i < entries; ++i)
       QF_REQUIRE(byte_at(out.zeros, i) <= top, path, ": tensor '", encoded_zero_name(info.name),
                  "' row ", i / g.groups(), " group ", i % g.groups(), " holds the zero point ",
-                 int(byte_at(out.zeros, i)), " (int4: 0..15)");
+                 int(byte_at(out.zeros, i)), " (at most ", top, ")");
   } else {
     QF_REQUIRE(gguf.find_tensor(encoded_zero_name(info.name)) == nullptr, path, ": tensor '",
                encoded_zero_name(info.name), "' is present but ", to_string(scheme),
@@ -178,7 +178,7 @@ void decode_encoded_rows(const EncodedTensor& t, QuantizedTensor& out, std::int6
 }
 
 void encode_operand_row(const std::uint8_t* operands, const EncodedGeometry& g, std::byte* out) {
-  if (g.scheme.bits == 8) {
+  if (g.scheme.bits != 4) {
     std::memcpy(out, operands, static_cast<std::size_t>(g.k_padded));
     return;
   }

@@ -14,10 +14,11 @@
 //
 // Operands are the packed layout's bytes, read as unsigned (ops/quant/pack.h operand_of):
 //   int8 sym  q + 128       int8 asym  q (0..255, zero point 0..255)
+//   int5 sym  q + 16        int5 asym  q (0..31, zero point 0..31)
 //   int4 sym  q + 8         int4 asym  q (0..15, zero point 0..15)
-// int4 puts two per byte, the even k in the low nibble: byte j = op[2j] | op[2j + 1] << 4.
-// The values are w = s * (q - z) for every scheme; the packed layout and `dequantize`
-// compute exactly what packing these operands gives.
+// int8 and int5 take a byte each; int4 puts two per byte, the even k in the low nibble: byte j =
+// op[2j] | op[2j + 1] << 4. The values are w = s * (q - z) for every scheme; the packed layout and
+// `dequantize` compute exactly what packing these operands gives.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +48,7 @@ struct EncodedGeometry {
   QuantScheme scheme;
   std::int64_t n = 0, k = 0, k_padded = 0, group = 0;
   std::int64_t groups() const { return k_padded / group; }
-  std::uint64_t row_bytes() const;  // operand bytes of a row: K_p (int8) or K_p / 2 (int4)
+  std::uint64_t row_bytes() const;  // operand bytes of a row: K_p, or K_p / 2 (int4)
 };
 EncodedGeometry encoded_geometry(std::int64_t n, std::int64_t k, const QuantScheme& scheme);
 

@@ -84,14 +84,21 @@ void encode_rows(const TensorView& t, const QuantizedTensor* prequantized,
         continue;
       }
       std::size_t at = 2;
-      if (type == GgmlType::Q4_1) {
-        const std::uint16_t m = f32_to_f16(asymmetric_offset(params, 4));
+      if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) {
+        const std::uint16_t m = f32_to_f16(asymmetric_offset(params, bits));
         std::memcpy(block + 2, &m, 2);
         at = 4;
       }
-      // byte j = nibble[j] | nibble[j + 16] << 4; the int4 operands are the nibbles
+      if (bits == 5) {  // Q5_0 / Q5_1: u32 qh, bit i = operand i's fifth bit
+        std::uint32_t qh = 0;
+        for (std::uint32_t i = 0; i < kQuantBlockValues; ++i)
+          qh |= static_cast<std::uint32_t>(operands[i] >> 4 & 1) << i;
+        std::memcpy(block + at, &qh, 4);
+        at += 4;
+      }
+      // byte j = nibble[j] | nibble[j + 16] << 4: the operands' low 4 bits are the nibbles
       for (std::size_t j = 0; j < 16; ++j)
-        block[at + j] = static_cast<std::byte>(operands[j] | operands[j + 16] << 4);
+        block[at + j] = static_cast<std::byte>((operands[j] & 15) | (operands[j + 16] & 15) << 4);
       block += at + 16;
     }
   }
@@ -186,6 +193,10 @@ std::uint32_t file_type_of(GgmlType type) {
       return 2;  // LLAMA_FTYPE_MOSTLY_Q4_0
     case GgmlType::Q4_1:
       return 3;  // LLAMA_FTYPE_MOSTLY_Q4_1
+    case GgmlType::Q5_0:
+      return 8;  // LLAMA_FTYPE_MOSTLY_Q5_0
+    case GgmlType::Q5_1:
+      return 9;  // LLAMA_FTYPE_MOSTLY_Q5_1
     case GgmlType::BF16:
       return 32;  // LLAMA_FTYPE_MOSTLY_BF16
     default:
@@ -196,8 +207,10 @@ std::uint32_t file_type_of(GgmlType type) {
 }  // namespace
 
 std::optional<GgmlType> ggml_type_of(const QuantScheme& s) {
-  if (s.granularity != Granularity::per_group || s.group != 32) return std::nullopt;
+  if (s.granularity != Granularity::per_group || s.group != 32 || s.two_level())
+    return std::nullopt;
   if (s.bits == 8) return s.asymmetric ? std::nullopt : std::optional(GgmlType::Q8_0);
+  if (s.bits == 5) return s.asymmetric ? GgmlType::Q5_1 : GgmlType::Q5_0;
   return s.asymmetric ? GgmlType::Q4_1 : GgmlType::Q4_0;
 }
 
@@ -253,6 +266,9 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
       case TensorChoice::Kind::native:
         break;
       case TensorChoice::Kind::quantized: {
+        QF_REQUIRE(!choice.scheme.two_level(), path, ": ", name, " gets ", to_string(choice.scheme),
+                   ", two-level scales, which only a K-quant file's tensors hold (kept with "
+                   "--quant native); quantize -o writes one-level schemes");
         const std::optional<GgmlType> ggml = ggml_type_of(choice.scheme);
         if (!ggml) {  // qforge's encoding: operand rows + scale (+ zero) parts
           type = GgmlType::I8;

@@ -6,12 +6,14 @@
 //   linear tensor, token_embd    scheme (default --quant)  ->  int8-g32       Q8_0
 //                                                               int4-g32       Q4_0
 //                                                               int4-g32-asym  Q4_1
+//                                                               int5-g32       Q5_0
+//                                                               int5-g32-asym  Q5_1
 //                                                               any other      I8 operand rows
 //                                                                              + F32 scales
 //                                                                              (+ I8 zeros)
 //                                f32 / bf16 (--keep)        ->  F32 / BF16
-//                                native                     ->  the file's Q8_0 / Q4_0 / Q4_1
-//                                                               block bytes, or its encoded
+//                                native                     ->  the file's ggml blocks
+//                                                               (K-quants too), or its encoded
 //                                                               parts, copied
 //   norms, anything else         copied as they are (SmoothQuant / AWQ's folded norms too)
 //
@@ -19,7 +21,9 @@
 // rounded up, round half away; a per-tensor scale over the fused q | k | v layer, as a load
 // stacks it), or taken as a calibrated method left it (GPTQ's integers), and written as
 // the ggml block of the same values:
-//   Q8_0 d = s, q;   Q4_0 d = s, nibble = q + 8;   Q4_1 d = s, m = f16(-s z), nibble = q.
+//   Q8_0 d = s, q;   Q4_0 d = s, nibble = q + 8;   Q4_1 d = s, m = f16(-s z), nibble = q;
+//   Q5_0 / Q5_1 as Q4_0 / Q4_1 with q + 16 / q in 0..31, the fifth bits in qh.
+// Two-level schemes (a K-quant file's) are refused: only --quant native keeps them.
 // A g32 tensor whose rows are not whole blocks of 32 stays as the source holds it (as
 // llama-quantize falls back). The embedding and the classifier get the scheme too (llama-quantize
 // quantizes them as well), unless a rule keeps them. The metadata is the source's, with

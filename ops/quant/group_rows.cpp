@@ -3,6 +3,7 @@
 #include <emmintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "ops/quant/packed_layout.h"
 
@@ -85,12 +86,44 @@ std::int64_t write_rows_int4(std::uint8_t* dst, const std::uint8_t* operands, st
   return r;
 }
 
+// int5, per 32-k chunk: the int4 rows of the operands' low 4 bits, then the row of their
+// fifth bits (packed_layout.h): qword 2r + h, bit b = bit 4 of operand (column b / 4,
+// k = 8r + 4h + b % 4 of the chunk).
+void write_fifth_bit_row(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
+                         std::int64_t chunk) {
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < 2; ++h) {
+      std::uint64_t mask = 0;
+      for (int b = 0; b < 64; ++b) {
+        const std::uint8_t operand =
+            operands[(b / 4) * g + kBitPlaneK * chunk + 8 * r + 4 * h + b % 4];
+        mask |= static_cast<std::uint64_t>(operand >> 4 & 1) << b;
+      }
+      std::memcpy(dst + 8 * (2 * r + h), &mask, 8);
+    }
+}
+
+void write_rows_int5(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, bool fast) {
+  std::vector<std::uint8_t> low(static_cast<std::size_t>(kPanelWidth * g));
+  for (std::size_t i = 0; i < low.size(); ++i) low[i] = operands[i] & 0xf;
+  const int chunk_bytes = kBitPlaneK * panel_bytes_per_k(5);
+  for (std::int64_t chunk = 0; chunk < g / kBitPlaneK; ++chunk) {
+    std::uint8_t* out = dst + chunk * chunk_bytes;
+    const std::uint8_t* chunk_low = low.data() + kBitPlaneK * chunk;
+    const std::int64_t done = fast ? write_rows_int4(out, chunk_low, g, 4) : 0;
+    write_rows_scalar(out, chunk_low, g, 4, done, 4);
+    write_fifth_bit_row(out + 4 * kRowBytes, operands, g, chunk);
+  }
+}
+
 }  // namespace
 
 void write_group_rows(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, int bits) {
+  const bool aligned = reinterpret_cast<std::uintptr_t>(dst) % 16 == 0;
+  if (bits == 5) return write_rows_int5(dst, operands, g, aligned);
   const std::int64_t rows = g / (bits == 8 ? 4 : 8);
   std::int64_t done = 0;
-  if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0)
+  if (aligned)
     done = bits == 8 ? write_rows_int8(dst, operands, g, rows)
                      : write_rows_int4(dst, operands, g, rows);
   write_rows_scalar(dst, operands, g, bits, done, rows);
@@ -98,6 +131,7 @@ void write_group_rows(std::uint8_t* dst, const std::uint8_t* operands, std::int6
 
 void write_group_rows_reference(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g,
                                 int bits) {
+  if (bits == 5) return write_rows_int5(dst, operands, g, /*fast=*/false);
   write_rows_scalar(dst, operands, g, bits, 0, g / (bits == 8 ? 4 : 8));
 }
 

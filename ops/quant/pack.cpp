@@ -19,15 +19,22 @@
 namespace qforge {
 
 int operand_of(int q, int bits, bool asymmetric) {
-  return bits == 8 ? (asymmetric ? q : q + 128) : (asymmetric ? q : q + 8);
+  return asymmetric ? q : q - stored_min(bits, false);
 }
 
 int value_of_operand(int operand, int bits, bool asymmetric) {
-  return bits == 8 ? (asymmetric ? operand : operand - 128) : (asymmetric ? operand : operand - 8);
+  return asymmetric ? operand : operand + stored_min(bits, false);
 }
 
 int packed_operand(const std::uint8_t* group, int bits, int lane, std::int64_t i) {
   if (bits == 8) return group[(i / 4) * kRowBytes + lane * 4 + i % 4];
+  if (bits == 5) {  // chunk of 32 k: 4 nibble rows, then the fifth-bit row
+    const std::uint8_t* chunk = group + (i / kBitPlaneK) * kBitPlaneK * panel_bytes_per_k(5);
+    const std::int64_t k = i % kBitPlaneK;
+    const int low = packed_operand(chunk, 4, lane, k);
+    const int bit = static_cast<int>((k / 4) * 64 + lane * 4 + k % 4);  // (2r + h) * 64 + b
+    return low | (chunk[4 * kRowBytes + bit / 8] >> (bit % 8) & 1) << 4;
+  }
   const std::uint8_t byte = group[(i / 8) * kRowBytes + lane * 4 + i % 4];
   return (i % 8) < 4 ? (byte & 0xf) : (byte >> 4);
 }
@@ -184,7 +191,7 @@ void choose_two_level_params(const float* row, std::int64_t k, std::int64_t k0,
                              std::vector<GroupParams>& out) {
   const std::int64_t g = h.group, groups = geo.superblock_groups;
   const bool asym = h.asymmetric != 0;
-  const float q_max = h.bits == 8 ? 127.f : (asym ? 15.f : 7.f);
+  const float q_max = static_cast<float>(stored_max(h.bits, asym));
   std::vector<float> lo(groups, 0.f), hi(groups, 0.f), needed(groups, 0.f);
   float largest_lo = 0.f;
   for (std::int64_t j = 0; j < groups; ++j) {
@@ -223,8 +230,8 @@ void choose_two_level_params(const float* row, std::int64_t k, std::int64_t k0,
 void quantize_two_level(const float* values, std::int64_t count, std::int64_t group,
                         const GroupParams& p, const PackedHeader& h, std::uint8_t* operands) {
   const bool asym = h.asymmetric != 0;
-  const float q_min = asym ? 0.f : (h.bits == 8 ? -127.f : -8.f);
-  const float q_max = asym ? 15.f : (h.bits == 8 ? 127.f : 7.f);
+  const float q_min = static_cast<float>(quantize_min(h.bits, asym));
+  const float q_max = static_cast<float>(stored_max(h.bits, asym));
   const int bias = operand_of(0, h.bits, asym);
   auto operand = [&](float w) {
     const float q = p.scale == 0.f ? 0.f : std::round((w - p.offset) / p.scale);
@@ -401,11 +408,12 @@ void pack_from_quantized(PackedWeights& packed, const QuantizedTensor* const sou
             static_cast<std::int64_t>(t.zero_points.size()) == t.n * geo.groups &&
             (t.offsets.empty() || static_cast<std::int64_t>(t.offsets.size()) == t.n * geo.groups),
         "pack: quantized tensor sizes do not match its scheme (N ", t.n, ", K ", t.k, ")");
-    QF_REQUIRE(t.offsets.empty() || (h.bits == 4 && h.asymmetric),
-               "pack: float offsets need an int4 asymmetric scheme, not ", to_string(t.scheme));
+    QF_REQUIRE(t.offsets.empty() || (h.bits != 8 && h.asymmetric),
+               "pack: float offsets need an int4 or int5 asymmetric scheme, not ",
+               to_string(t.scheme));
   }
-  const int q_min = h.bits == 8 ? (h.asymmetric ? 0 : -128) : (h.asymmetric ? 0 : -8);
-  const int q_max = h.bits == 8 ? (h.asymmetric ? 255 : 127) : (h.asymmetric ? 15 : 7);
+  const int q_min = stored_min(h.bits, h.asymmetric);
+  const int q_max = stored_max(h.bits, h.asymmetric);
   parallel_for(geo.panels, resolve_threads(threads), [&](std::int64_t begin, std::int64_t end) {
     PanelGroup pg;
     pg.operands.resize(kPanelWidth * h.group);
@@ -565,7 +573,7 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
           const int zero_coef = static_cast<int>(std::round(ratio));
           p.zero_point = h.bits == 8 ? 128 - zero_coef : -zero_coef;
         }
-        const int z_max = h.bits == 8 ? 255 : 15;
+        const int z_max = stored_max(h.bits, true);
         if (p.zero_point >= 0 && p.zero_point <= z_max && asymmetric_offset(p, h.bits) == offset)
           t.zero_points[gi] = p.zero_point;
         else
@@ -574,7 +582,7 @@ QuantizedTensor unpack_weights(const PackedWeights& packed, int half) {
     }
   }
   if (!integer_zero_points) {
-    QF_REQUIRE(h.bits == 4, "unpack: an int8 asymmetric offset is not scale * (128 - z)");
+    QF_REQUIRE(h.bits != 8, "unpack: an int8 asymmetric offset is not scale * (128 - z)");
     std::fill(t.zero_points.begin(), t.zero_points.end(), 0);
     t.offsets = std::move(offsets);
   }

@@ -40,8 +40,7 @@ PackedGeometry geometry_of(const PackedHeader& h) {
   PackedGeometry g;
   g.panels = h.n_padded / kPanelWidth;
   g.groups = h.k_padded / h.group;
-  const std::int64_t k_per_row = h.bits == 8 ? kQuadK : 2 * kQuadK;
-  g.rows_per_group = h.group / k_per_row;
+  g.rows_per_group = h.group * panel_bytes_per_k(h.bits) / kRowBytes;
   g.group_data_bytes = g.rows_per_group * kRowBytes;
   g.superblock_groups = h.superblock_groups;
   if (g.superblock_groups == 0) {

@@ -13,6 +13,11 @@
 //     byte 4*c + i = operand(column 16p + c, k = j*g + 4r + i)      c = 0..15, i = 0..3
 //   int4 row r (64 bytes) = quads 2r and 2r+1 of the group:
 //     byte 4*c + i = nibble(c, j*g + 8r + i) | nibble(c, j*g + 8r + 4 + i) << 4
+//   int5: per 32 k (a chunk of 5 rows, 320 bytes), the 4 int4 rows of the operands' low
+//   4 bits, then one row of their fifth bits (GGUF's Q5 types keep the same plane):
+//     bit (2r + h) * 64 + b of the bit row = bit 4 of the operand whose nibble is byte b of
+//     nibble row r, low (h = 0) or high (h = 1) nibble; as qwords: qword 2r + h masks the
+//     64 operand bytes of that nibble half (a kmovq), its dwords their two ymm halves
 //
 // One int8 row feeds one zmm vpdpbusd (two ymm ones); 16 rows are one AMX B tile (8 rows
 // one K = 32 tile). A trailer is 32 bytes (64 asymmetric), so groups start 32-byte
@@ -26,6 +31,8 @@
 //   int8 asym   [0,255]      q              q - 128    (bias 128) s * v + offset
 //   int4 sym    [-8,7]       q + 8 (nib)    q          (bias 8)   s * v
 //   int4 asym   [0,15]       q (nibble)     q          (bias 0)   s * v + offset
+//   int5 sym    [-16,15]     q + 16         q          (bias 16)  s * v
+//   int5 asym   [0,31]       q              q          (bias 0)   s * v + offset
 //
 // Activations are signed: xq in [-127, 127]. Per group j and column n every kernel forms
 // the same exact integer and the same float sums:
@@ -59,6 +66,9 @@
 // the kernels form exactly the scale and offset of the one-level form; Kp is a multiple
 // of the super-block. Bytes: int4 g32 asym S 8 (Q4_K) 0.578 per weight (the file: 0.5625),
 // int8 g16 sym S 16 (Q6_K) 1.133 (0.820).
+//
+// int5 g32 costs 0.6875 bytes per weight (Q5_0: the same), asymmetric 0.75 (Q5_1: the
+// same); two-level g32 S 8 (Q5_K) 0.703 (the file: 0.6875).
 //
 // Interleaved pairs (SwiGLU): panel 2p holds gate columns 16p.., panel 2p+1 the up
 // columns 16p..; the kernel emits silu(gate) * up for the N outputs.
@@ -95,7 +105,11 @@ inline constexpr int kSuperHeaderBytesAsymmetric = 64;
 
 // The bias of the operand encoding (v = operand - bias, table above).
 constexpr int operand_bias(int bits, bool asymmetric) {
-  return bits == 8 ? 128 : (asymmetric ? 0 : 8);
+  return bits == 8 ? 128 : (asymmetric ? 0 : 1 << (bits - 1));
+}
+// Packed data bytes per k of a 16-column panel (int8 16, int5 10, int4 8).
+constexpr int panel_bytes_per_k(int bits) {
+  return 2 * bits;
 }
 
 // Self-describing header: everything needed to walk the buffer. 64 bytes, stored

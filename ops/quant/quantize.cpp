@@ -38,10 +38,10 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
   GroupParams p;
   if (!asymmetric) {
     const float max_abs = std::max(-lo, hi);
-    p.scale = round_scale_to_f16(max_abs / (bits == 8 ? 127.f : 7.f));
+    p.scale = round_scale_to_f16(max_abs / static_cast<float>(stored_max(bits, false)));
     return p;
   }
-  const int q_max = bits == 8 ? 255 : 15;
+  const int q_max = stored_max(bits, true);
   p.scale = round_scale_to_f16((hi - lo) / static_cast<float>(q_max));
   if (p.scale > 0.f)
     p.zero_point = static_cast<int>(std::clamp(std::round(-lo / p.scale), 0.f, float(q_max)));
@@ -71,10 +71,11 @@ int quantize_value(float value, const GroupParams& p, int bits, bool asymmetric)
   if (p.scale == 0.f) return 0;
   const float r = std::round(value / p.scale);
   if (!asymmetric) {
-    const float q_min = bits == 8 ? -127.f : -8.f, q_max = bits == 8 ? 127.f : 7.f;
+    const float q_min = static_cast<float>(quantize_min(bits, false));
+    const float q_max = static_cast<float>(stored_max(bits, false));
     return static_cast<int>(std::clamp(r, q_min, q_max));
   }
-  const float q_max = bits == 8 ? 255.f : 15.f;
+  const float q_max = static_cast<float>(stored_max(bits, true));
   return static_cast<int>(std::clamp(r + static_cast<float>(p.zero_point), 0.f, q_max));
 }
 

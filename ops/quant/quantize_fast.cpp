@@ -96,8 +96,8 @@ void quantize_operands_fast(const float* values, std::int64_t count, std::int64_
       operands[i] =
           static_cast<std::uint8_t>(quantize_value(values[i], p, bits, asymmetric) + offset);
   } else {
-    const float q_min = asymmetric ? 0.f : (bits == 8 ? -127.f : -8.f);
-    const float q_max = bits == 8 ? (asymmetric ? 255.f : 127.f) : (asymmetric ? 15.f : 7.f);
+    const float q_min = static_cast<float>(quantize_min(bits, asymmetric));
+    const float q_max = static_cast<float>(stored_max(bits, asymmetric));
     quantize_avx2(values, count, p.scale, asymmetric ? float(p.zero_point) : 0.f, q_min, q_max,
                   offset, operands);
   }

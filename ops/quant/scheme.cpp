@@ -7,7 +7,10 @@
 namespace qforge {
 
 void validate(const QuantScheme& s) {
-  QF_REQUIRE(s.bits == 8 || s.bits == 4, "quant scheme: bits must be 8 or 4, got ", s.bits);
+  QF_REQUIRE(s.bits == 8 || s.bits == 5 || s.bits == 4,
+             "quant scheme: bits must be 8, 5 or 4, got ", s.bits);
+  QF_REQUIRE(!(s.bits == 5 && s.weight_only),
+             "quant scheme: weight-only kernels read int8 and int4 weights, not int5");
   if (s.granularity != Granularity::per_group) {
     QF_REQUIRE(s.group == 0, "quant scheme: a group size is only meaningful per-group");
     QF_REQUIRE(s.superblock == 0, "quant scheme: a super-block is only meaningful per-group");
@@ -18,6 +21,9 @@ void validate(const QuantScheme& s) {
   QF_REQUIRE(s.bits == 8 || s.group % 8 == 0,
              "quant scheme: int4 groups must be a multiple of 8 (two nibbles per byte), got ",
              s.group);
+  QF_REQUIRE(s.bits != 5 || s.group % kBitPlaneK == 0,
+             "quant scheme: int5 groups must be a multiple of ", kBitPlaneK,
+             " (one fifth-bit row per 32 k), got ", s.group);
   QF_REQUIRE(s.group <= kMaxGroup, "quant scheme: group size ", s.group, " exceeds ", kMaxGroup,
              " (int32 accumulator bound)");
   if (s.superblock == 0) return;
@@ -26,16 +32,16 @@ void validate(const QuantScheme& s) {
                  (groups & (groups - 1)) == 0,
              "quant scheme: a super-block must be a power-of-two number (at most ",
              kMaxSuperblockGroups, ") of groups, got ", s.superblock, " k of groups of ", s.group);
-  QF_REQUIRE(s.bits == 4 || !s.asymmetric,
-             "quant scheme: two-level scales are int4 (symmetric or asymmetric) or int8 "
+  QF_REQUIRE(s.bits != 8 || !s.asymmetric,
+             "quant scheme: two-level scales are int4 / int5 (symmetric or asymmetric) or int8 "
              "symmetric, not int8 asymmetric");
 }
 
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
   auto bad = [&]() {
     fail(where, ": unknown quantization '", text,
-         "' (forms: int8, int4, int8-g<G>, int4-g<G>, each optionally -asym; int8-tensor; "
-         "per-group two-level scales: int4-g<G>-sb<S>; "
+         "' (forms: int8, int5, int4, int8-g<G>, int5-g<G>, int4-g<G>, each optionally "
+         "-asym; int8-tensor; per-group two-level scales: int4-g<G>-sb<S>; "
          "any of them prefixed woq- for weight-only)");
   };
   QuantScheme s;
@@ -47,6 +53,8 @@ QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
   }
   if (body.substr(0, 4) == "int8") {
     s.bits = 8;
+  } else if (body.substr(0, 4) == "int5") {
+    s.bits = 5;
   } else if (body.substr(0, 4) == "int4") {
     s.bits = 4;
   } else {
@@ -88,7 +96,7 @@ QuantScheme parse_quant_scheme(std::string_view text, std::string_view where) {
 
 std::string to_string(const QuantScheme& s) {
   std::string name = s.weight_only ? "woq-" : "";
-  name += s.bits == 8 ? "int8" : "int4";
+  name += "int" + std::to_string(s.bits);
   if (s.granularity == Granularity::per_tensor) name += "-tensor";
   if (s.granularity == Granularity::per_group) name += "-g" + std::to_string(s.group);
   if (s.superblock != 0) name += "-sb" + std::to_string(s.superblock);

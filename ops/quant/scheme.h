@@ -4,6 +4,8 @@
 //   "int8-g128"       int8, symmetric, one scale per 128 consecutive k of a row
 //   "int4-g32-asym"   int4, asymmetric (scale + zero point) per 32 k
 //   "int8-tensor"     int8, symmetric, one scale for the whole tensor
+//   "int5-g32-asym"   5-bit values (GGUF's Q5_0 / Q5_1 / Q5_K): int4's nibbles plus a plane
+//                     of fifth bits per 32 k
 //   "int4-g32-sb256-asym"
 //                     two-level scales, as GGUF's K-quants hold them: each group's scale
 //                     (and offset) is a small integer times an f16 of its 256-k super-block
@@ -20,7 +22,7 @@ namespace qforge {
 enum class Granularity : std::uint8_t { per_tensor, per_channel, per_group };
 
 struct QuantScheme {
-  int bits = 8;             // 8 or 4
+  int bits = 8;             // 8, 5 or 4
   bool asymmetric = false;  // zero point per group
   Granularity granularity = Granularity::per_channel;
   int group = 0;  // k per scale for per_group; 0 otherwise
@@ -35,6 +37,22 @@ struct QuantScheme {
   bool two_level() const { return superblock != 0; }
   int superblock_groups() const { return superblock != 0 ? superblock / group : 0; }
 };
+// The stored integer range of a bit width: symmetric [-2^(b-1), 2^(b-1) - 1] (int8 uses
+// [-127, 127] when qforge quantizes, [-128, 127] when a file's values are kept), asymmetric
+// [0, 2^b - 1].
+constexpr int stored_min(int bits, bool asymmetric) {
+  return asymmetric ? 0 : -(1 << (bits - 1));
+}
+constexpr int stored_max(int bits, bool asymmetric) {
+  return asymmetric ? (1 << bits) - 1 : (1 << (bits - 1)) - 1;
+}
+// The range qforge quantizes into: the stored range, but int8 symmetric [-127, 127].
+constexpr int quantize_min(int bits, bool asymmetric) {
+  return bits == 8 && !asymmetric ? -127 : stored_min(bits, asymmetric);
+}
+// The k one step of the fifth-bit plane covers: int5 groups are whole multiples of it.
+inline constexpr int kBitPlaneK = 32;
+
 // Most groups of a super-block (the packed layout stores their number in 16 bits).
 inline constexpr int kMaxSuperblockGroups = 256;
 
@@ -52,7 +70,8 @@ inline QuantScheme stored_form(QuantScheme scheme) {
 // Parses the names above; throws qforge::Error naming `where` and listing the forms.
 QuantScheme parse_quant_scheme(std::string_view text, std::string_view where = "--quant");
 std::string to_string(const QuantScheme& scheme);
-// Checks bits, group (multiple of 4, of 8 for int4, <= kMaxGroup) and super-block;
+// Checks bits, group (multiple of 4, of 8 for int4, of 32 for int5, <= kMaxGroup) and
+// super-block;
 // throws otherwise.
 void validate(const QuantScheme& scheme);
 

@@ -112,6 +112,32 @@ TEST(AmxKernels, TwoLevelScales) {
       }
 }
 
+// int5 (GGUF's Q5 types): each 32-k chunk's nibbles plus its fifth bits unpacked into the B
+// tiles; steps of 32 (g32, g96) and 64 (g64, per-channel), one- and two-level scales.
+TEST(AmxKernels, Int5Weights) {
+  REQUIRE_AMX();
+  const char* const schemes[] = {"int5-g32", "int5-g32-asym", "int5-g32-sb256-asym",
+                                 "int5-g64", "int5-g96-asym", "int5-asym"};
+  int i = 0;
+  for (const char* scheme : schemes)
+    for (const std::int64_t m : {1, 16, 21, 40})
+      for (int e = 0; e < 8; e += 3) {
+        test::KernelCase c;
+        c.isa = Isa::amx;
+        c.m = m;
+        c.n = i % 3 ? 40 : 17;
+        c.scheme = parse_quant_scheme(scheme);
+        c.k = i % 2 ? 512 - 24 : 288;
+        c.epilogue = test::epilogue_number(e + i);
+        c.float_offsets = c.scheme.asymmetric && !c.scheme.two_level() && i % 4 == 1;
+        c.seed = 900 + i;
+        c.unit_splits = 1 + i % 2;
+        expect_kernel_matches(c);
+        ++i;
+        if (HasFailure()) return;
+      }
+}
+
 // Q4_1-style float minima in place of integer zero points, in every epilogue.
 TEST(AmxKernels, FloatOffsets) {
   REQUIRE_AMX();

@@ -121,6 +121,37 @@ TEST(GemmKernels, TwoLevelScales) {
   }
 }
 
+// int5 (GGUF's Q5_0, Q5_1 and Q5_K): the nibble rows plus a fifth-bit row per 32 k, one-
+// and two-level scales, integer zero points and (Q5_1's) float minima, per-channel and
+// groups of 32 (one AMX step of 32), 64 and 96, every M and N tail class and epilogue.
+TEST(GemmKernels, Int5Weights) {
+  const char* const schemes[] = {"int5-g32",      "int5-g32-asym", "int5-g32-sb256-asym",
+                                 "int5-g64",      "int5-asym",     "int5-g96-asym",
+                                 "int5-g32-sb64", "int5-g32-asym"};
+  for (Isa isa : kernel_isas()) {
+    int i = 0, s = 0;
+    for (const char* scheme : schemes) {
+      const bool float_offsets = s++ == 7;  // the second int5-g32-asym: Q5_1 minima
+      for (std::int64_t m : {1, 2, 3, 5, 9}) {
+        if (i++ % (sweep_size(isa, 8) > 1 ? 1 : 3) != 0) continue;
+        for (std::int64_t n : {1, 17, 40}) {
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.scheme = parse_quant_scheme(scheme);
+          c.k = (m + n) % 3 == 0 ? 512 : 256 + 8 * (1 + (m + n) % 5);
+          c.epilogue = test::epilogue_number(int(m + 3 * n));
+          c.float_offsets = float_offsets;
+          c.seed = 700 + m * 17 + n;
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 // GGUF Q4_1 blocks keep their float minimum: int4 asymmetric weights with float offsets
 // (not scale times an integer zero point), over M, N and K tails, groups and epilogues.
 TEST(GemmKernels, FloatOffsets) {

@@ -1,7 +1,7 @@
-// K-quant tensors repacked into two-level groups (model/format/ggml_kquant_repack.h)
-// without requantization: for random blocks (every bit pattern of the quants, scale and
-// minimum fields; zero, the largest, sub-normal and negative f16 d / dmin), the packed
-// weights dequantize to ggml's decode (ggml_kquants.cpp, tested against ggml's formula in
+// K-quant tensors repacked into two-level groups (model/format/ggml_kquant_repack.h), and
+// Q5_0 / Q5_1 into int5 groups, without requantization: for random blocks (every bit pattern of the
+// quants, scale and minimum fields; zero, the largest, sub-normal and negative f16 d / dmin), the
+// packed weights dequantize to ggml's decode (ggml_kquants.cpp, tested against ggml's formula in
 // test_kquants.cpp) bit for bit, through the whole-tensor form, the streamed packing and
 // its unpacking; the packed bytes stay near the file's; a non-finite d is an error naming
 // the tensor, row and super-block.
@@ -22,7 +22,7 @@
 namespace qforge {
 namespace {
 
-// Offsets of the f16 d (and dmin) fields of a super-block.
+// Offsets of the f16 d (and dmin) fields of a block.
 struct Fields {
   std::size_t d, dmin;  // dmin == d: none
 };
@@ -33,7 +33,11 @@ Fields fields_of(GgmlType type) {
     case GgmlType::Q3_K:
       return {108, 108};
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q5_1:
       return {0, 2};
+    case GgmlType::Q5_0:
+      return {0, 0};
     default:  // Q6_K
       return {208, 208};
   }
@@ -48,7 +52,7 @@ std::vector<std::byte> random_blocks(GgmlType type, std::int64_t rows, std::int6
   const std::uint64_t bytes = ggml_row_bytes(type, std::uint64_t(columns)) * std::uint64_t(rows);
   std::vector<std::byte> data(bytes);
   for (std::byte& b : data) b = static_cast<std::byte>(uniform(0, 255));
-  const std::uint64_t block = ggml_row_bytes(type, 256);
+  const std::uint64_t block = ggml_type_traits(type).block_bytes;
   const Fields f = fields_of(type);
   int round = 0;
   for (std::uint64_t at = 0; at < bytes; at += block)
@@ -124,37 +128,41 @@ TEST_P(KQuantRepack, PacksExactlyWhatGgmlDecodes) {
 
   const std::optional<QuantScheme> scheme = native_scheme(type);
   ASSERT_TRUE(scheme.has_value()) << name;
-  EXPECT_EQ(scheme->superblock, 256);
+  const bool super_blocks = ggml_type_traits(type).block_values == 256;
+  EXPECT_EQ(scheme->superblock, super_blocks ? 256 : 0);
   const QuantizedTensor whole = native_quantized(parts);
   ASSERT_EQ(whole.n, 44);
   expect_bits(dequantize(whole), want, name + " whole tensor");
 
   const PackedWeights packed =
       pack_operands_by_rows(whole.n, columns, *scheme, native_operand_rows(parts), 2);
-  EXPECT_EQ(packed.header.superblock_groups, 256 / scheme->group);
+  EXPECT_EQ(packed.header.superblock_groups, super_blocks ? 256 / scheme->group : 0);
   const QuantizedTensor back = unpack_weights(packed);
   expect_bits(dequantize(back), want, name + " packed and unpacked");
   EXPECT_EQ(back.q, whole.q);
 
-  // Bytes per weight against the file's (Q4_K 0.578 / 0.5625, Q6_K 1.133 / 0.820).
+  // Bytes per weight against the file's (Q4_K 0.578 / 0.5625, Q5_K 0.703 / 0.6875, Q6_K
+  // 1.133 / 0.820; Q5_0 and Q5_1 the file's own 0.6875 and 0.75).
   const double file = double(ggml_row_bytes(type, 256)) / 256;
   const double ours = double(packed.geometry.panel_bytes) / (16.0 * double(columns));
-  const double bound = type == GgmlType::Q4_K   ? 1.03
-                       : type == GgmlType::Q6_K ? 1.39
-                       : type == GgmlType::Q3_K ? 1.48
-                                                : 1.96;
+  const double bound = type == GgmlType::Q5_0 || type == GgmlType::Q5_1   ? 1.0
+                       : type == GgmlType::Q4_K || type == GgmlType::Q5_K ? 1.03
+                       : type == GgmlType::Q6_K                           ? 1.39
+                       : type == GgmlType::Q3_K                           ? 1.48
+                                                                          : 1.96;
   EXPECT_LE(ours / file, bound) << name << ": " << ours << " vs " << file << " bytes per weight";
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KQuantRepack,
                          testing::Values(GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                                         GgmlType::Q6_K),
+                                         GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q5_0,
+                                         GgmlType::Q5_1),
                          [](const testing::TestParamInfo<GgmlType>& info) {
                            return std::string(ggml_type_name(info.param));
                          });
 
 TEST(KQuantRepack, ANonFiniteScaleNamesTheTensorRowAndSuperBlock) {
-  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q2_K}) {
+  for (const GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K}) {
     std::vector<std::byte> data = random_blocks(type, 3, 512, 5);
     const std::uint64_t block = ggml_row_bytes(type, 256);
     const std::uint16_t inf = 0x7c00;
@@ -176,9 +184,27 @@ TEST(KQuantRepack, ANonFiniteScaleNamesTheTensorRowAndSuperBlock) {
   }
 }
 
-TEST(KQuantRepack, Q5KHasNoTwoLevelLayout) {
-  EXPECT_FALSE(kquant_scheme(GgmlType::Q5_K).has_value());
-  EXPECT_FALSE(native_scheme(GgmlType::Q5_K).has_value());
+TEST(KQuantRepack, Q5TypesAreInt5) {
+  EXPECT_EQ(to_string(*native_scheme(GgmlType::Q5_K)), "int5-g32-sb256-asym");
+  EXPECT_EQ(to_string(*native_scheme(GgmlType::Q5_0)), "int5-g32");
+  EXPECT_EQ(to_string(*native_scheme(GgmlType::Q5_1)), "int5-g32-asym");
+}
+
+// A Q5_1 block's minimum that is not finite names the tensor, row and block.
+TEST(KQuantRepack, ANonFiniteQ5MinimumNamesTheBlock) {
+  std::vector<std::byte> data = random_blocks(GgmlType::Q5_1, 2, 64, 9);
+  const std::uint16_t nan = 0x7e00;
+  std::memcpy(data.data() + ggml_row_bytes(GgmlType::Q5_1, 64) + 24 + 2, &nan, 2);
+  const TensorView view = view_of(GgmlType::Q5_1, 2, 64, data, "blk.0.ffn_gate.weight");
+  const TensorView* parts[] = {&view};
+  try {
+    native_quantized(parts);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'blk.0.ffn_gate.weight' row 1 block 1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -230,7 +230,9 @@ TEST(KQuants, RowsOfSeveralBlocksAndWrongSizes) {
 // (as llama-quantize's Q4_K_M writes them): it loads natively, the K-quant layers
 // repacked exactly (a q | k | v of Q4_K and Q6_K as a stack of both), and follows the f32
 // run, which computes with exactly the decoded values.
-TEST(KQuants, AModelOfKQuantTensorsLoadsAndRuns) {
+// A Q4_K_M-like (or Q5_K_M-like) model: Q4_K (Q5_K) matrices, Q6_K attn_v, ffn_down and
+// classifier; the native policy keeps every type, and the logits follow the f32 decode.
+void run_kquant_model(GgmlType main_type) {
   const std::string path = test::temp_path("kquants", "q4km.gguf");
   test::TinyLlama spec;
   spec.dim = 256;
@@ -274,7 +276,7 @@ TEST(KQuants, AModelOfKQuantTensorsLoadsAndRuns) {
     for (const auto& [name, rows] : tensors) {
       const bool six = name == "output.weight" || name.find("attn_v") != std::string::npos ||
                        name.find("ffn_down") != std::string::npos;
-      const GgmlType type = six ? GgmlType::Q6_K : GgmlType::Q4_K;
+      const GgmlType type = six ? GgmlType::Q6_K : main_type;
       writer.add_tensor(name, type, {256, static_cast<std::uint64_t>(rows)},
                         blocks(type, rows, 256));
     }
@@ -290,8 +292,9 @@ TEST(KQuants, AModelOfKQuantTensorsLoadsAndRuns) {
       if (name == layer) return what;
     return std::string("(none)");
   };
-  EXPECT_EQ(described("blk.0.attn_qkv"), "Q4_K+Q6_K");
-  EXPECT_EQ(described("blk.0.ffn_gate_up"), "Q4_K");
+  const std::string main_name(ggml_type_name(main_type));
+  EXPECT_EQ(described("blk.0.attn_qkv"), main_name + "+Q6_K");
+  EXPECT_EQ(described("blk.0.ffn_gate_up"), main_name);
   EXPECT_EQ(described("blk.0.ffn_down"), "Q6_K");
   EXPECT_EQ(described("output"), "Q6_K");
   auto f32 = open_session(path, parse_precision("f32"), 2);
@@ -308,6 +311,14 @@ TEST(KQuants, AModelOfKQuantTensorsLoadsAndRuns) {
   EXPECT_GT(max_abs, 0.0);
   EXPECT_LT(max_diff / max_abs, 0.05);  // the int8 activations (the weights are exact)
   std::filesystem::remove(path);
+}
+
+TEST(KQuants, AModelOfKQuantTensorsLoadsAndRuns) {
+  for (const GgmlType main_type : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    SCOPED_TRACE(std::string(ggml_type_name(main_type)));
+    run_kquant_model(main_type);
+    if (HasFailure()) return;
+  }
 }
 
 }  // namespace

@@ -48,7 +48,9 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
     const QuantizedTensor q = native_quantized(views);
     ASSERT_EQ(q.n, t.rows);
     ASSERT_EQ(q.k, t.columns);
-    EXPECT_EQ(q.scheme.bits, GetParam() == GgmlType::Q8_0 ? 8 : 4);
+    const bool five = GetParam() == GgmlType::Q5_0 || GetParam() == GgmlType::Q5_1;
+    const bool with_min = GetParam() == GgmlType::Q4_1 || GetParam() == GgmlType::Q5_1;
+    EXPECT_EQ(q.scheme.bits, GetParam() == GgmlType::Q8_0 ? 8 : five ? 5 : 4);
     std::vector<float> row(static_cast<std::size_t>(t.columns));
     for (std::int64_t r = 0; r < t.rows; ++r) {
       t.row_to_f32(r, row);
@@ -64,7 +66,7 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
     EXPECT_EQ(back.q, q.q);
     EXPECT_EQ(back.scales, q.scales);
     EXPECT_EQ(back.offsets, q.offsets);
-    EXPECT_EQ(q.offsets.empty(), GetParam() != GgmlType::Q4_1);
+    EXPECT_EQ(q.offsets.empty(), !with_min);
     // What a load packs, the rows streamed from the blocks: the same bytes.
     const PackedWeights streamed =
         pack_operands_by_rows(t.rows, t.columns, q.scheme, native_operand_rows(views), 2);
@@ -86,7 +88,8 @@ TEST_P(NativeRepack, DecodesExactlyAsGgml) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, NativeRepack,
-                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1));
+                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                         GgmlType::Q5_0, GgmlType::Q5_1));
 
 TEST(NativeRepack, RejectsTypesWithoutAnExactLayout) {
   const std::string path = temp_path("f16.gguf");
@@ -166,9 +169,10 @@ TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
   test::write_tiny_llama(path, spec);
   auto f32 = open_session(path, parse_precision("f32"), 1);
   auto native = open_session(path, parse_precision("native"), 1);
-  const char* requantized_as = type == GgmlType::Q8_0   ? "int8-g32"
-                               : type == GgmlType::Q4_0 ? "int4-g32"
-                                                        : "int4-g32-asym";
+  // Requantized from the file's decode into the same bits (Q5: int4, one bit fewer).
+  const char* requantized_as = type == GgmlType::Q8_0                             ? "int8-g32"
+                               : type == GgmlType::Q4_0 || type == GgmlType::Q5_0 ? "int4-g32"
+                                                                                  : "int4-g32-asym";
   auto requantized = open_session(path, parse_precision(requantized_as), 1);
   EXPECT_TRUE(native->model.weights.precision.native);
   const auto* qkv = dynamic_cast<const JitLinear*>(native->model.weights.layers[0].wqkv.get());
@@ -203,7 +207,8 @@ TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, NativeModel,
-                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1));
+                         testing::Values(GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                         GgmlType::Q5_0, GgmlType::Q5_1));
 
 // rows x dim values drawn from N(0, 0.5).
 std::vector<float> random_table(int rows, int dim, unsigned seed) {

@@ -86,7 +86,9 @@ TEST_P(QuantizedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesAsGgmlBlocks) 
   EXPECT_EQ(reader.get_string("qforge.quantize.quant"), scheme);
   EXPECT_EQ(reader.get_u32("general.file_type"), type == GgmlType::Q8_0   ? 7u
                                                  : type == GgmlType::Q4_0 ? 2u
-                                                                          : 3u);
+                                                 : type == GgmlType::Q4_1 ? 3u
+                                                 : type == GgmlType::Q5_0 ? 8u
+                                                                          : 9u);
   EXPECT_EQ(reader.get_string_array("tokenizer.ggml.tokens").size(), std::size_t(spec.vocab));
   const ModelFile written = open_model(out);
   for (const TensorView& t : written.tensors()) {
@@ -110,7 +112,8 @@ TEST_P(QuantizedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesAsGgmlBlocks) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, QuantizedGguf,
-                         testing::Values("int8-g32", "int4-g32", "int4-g32-asym"));
+                         testing::Values("int8-g32", "int4-g32", "int4-g32-asym", "int5-g32",
+                                         "int5-g32-asym"));
 
 // Schemes no ggml type holds go in qforge's encoding (model/qforge_encoding.h): the file
 // loads natively (and under its own scheme named) to the logits of quantizing the source at
@@ -190,7 +193,8 @@ TEST_P(EncodedGguf, LoadsToTheLogitsOfQuantizingAtLoadAndDecodesToTheReference) 
 
 INSTANTIATE_TEST_SUITE_P(Schemes, EncodedGguf,
                          testing::Values("int8", "int4", "int8-asym", "int4-g128", "int8-g64",
-                                         "int4-g64-asym", "int8-g16-asym", "int8-tensor"),
+                                         "int4-g64-asym", "int8-g16-asym", "int8-tensor", "int5",
+                                         "int5-g64-asym"),
                          [](const testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -327,6 +331,8 @@ TEST(QuantizedGgufErrors, RefusesWhatItCannotWriteAndLeavesNoFile) {
       message(precision_with("int4-g32", {parse_keep_rule("blk.9.*")})).find("names no tensor"),
       std::string::npos);
   EXPECT_NE(message(parse_precision("f32")).find("--keep"), std::string::npos);
+  EXPECT_NE(message(precision_with("int4-g32-sb256-asym", {})).find("two-level scales"),
+            std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out));
   EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
   std::filesystem::remove(in);

@@ -110,6 +110,27 @@ TEST(Q4_1, BlockLayoutByHand) {
   EXPECT_EQ(dequantize(GgmlType::Q4_1, block, 32), values);
 }
 
+// Q5_1 by hand: min = -1, max = 14.5, d = 15.5 / 31 = 0.5; values -1 + 0.5 q, q = 0..31
+// in a scrambled order: the nibbles as Q4_1 stores them, then bit i of qh = q[i] >> 4.
+TEST(Q5_1, BlockLayoutByHand) {
+  std::vector<float> values(32);
+  int q[32];
+  for (int i = 0; i < 32; ++i) {
+    q[i] = (i * 7) % 32;
+    values[i] = -1.0f + 0.5f * static_cast<float>(q[i]);
+  }
+  const std::vector<std::byte> block = quantize(GgmlType::Q5_1, values);
+  ASSERT_EQ(block.size(), 24u);
+  EXPECT_EQ(u16_at(block, 0), 0x3800);  // d = 0.5
+  EXPECT_EQ(u16_at(block, 2), 0xbc00);  // m = -1
+  std::uint32_t qh;
+  std::memcpy(&qh, block.data() + 4, 4);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(qh >> i & 1, std::uint32_t(q[i] >> 4)) << "value " << i;
+  for (int j = 0; j < 16; ++j)
+    EXPECT_EQ(static_cast<int>(block[8 + j]), (q[j] & 15) | (q[j + 16] & 15) << 4) << "byte " << j;
+  EXPECT_EQ(dequantize(GgmlType::Q5_1, block, 32), values);
+}
+
 TEST(Quantize, ErrorBoundOnRandomRows) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -118,7 +139,8 @@ TEST(Quantize, ErrorBoundOnRandomRows) {
   values[100] = 0.0f;
   for (int i = 32 * 5; i < 32 * 6; ++i) values[i] = 0.0f;  // an all-zero block: d = 0
 
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1}) {
+  for (GgmlType type :
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
     SCOPED_TRACE(std::string(ggml_type_name(type)));
     const std::vector<float> decoded = dequantize(type, quantize(type, values), values.size());
     for (std::size_t block = 0; block < values.size() / 32; ++block) {
@@ -137,12 +159,14 @@ TEST(Quantize, ErrorBoundOnRandomRows) {
       if (type == GgmlType::Q8_0) {
         const float d = max_abs / 127.0f;
         bound = 0.5f * d + 127.0f * d * f16_error;
-      } else if (type == GgmlType::Q4_0) {
-        const float d = max_abs / 8.0f;
-        bound = d + 8.0f * d * f16_error;
+      } else if (type == GgmlType::Q4_0 || type == GgmlType::Q5_0) {
+        const float half = type == GgmlType::Q4_0 ? 8.0f : 16.0f;
+        const float d = max_abs / half;
+        bound = d + half * d * f16_error;
       } else {
-        const float d = (max - min) / 15.0f;
-        bound = 0.5f * d + 15.0f * d * f16_error + std::fabs(min) * f16_error;
+        const float top = type == GgmlType::Q4_1 ? 15.0f : 31.0f;
+        const float d = (max - min) / top;
+        bound = 0.5f * d + top * d * f16_error + std::fabs(min) * f16_error;
       }
       bound += 1e-6f * (max_abs + 1.0f);
       for (int i = 0; i < 32; ++i) {

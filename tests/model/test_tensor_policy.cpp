@@ -44,7 +44,7 @@ TEST(TensorRule, ParsesAndRejectsEachForm) {
   EXPECT_EQ(parse_tensor_type_rule("blk.0.*=native").choice.kind, TensorChoice::Kind::native);
   EXPECT_EQ(parse_keep_rule("output").choice.kind, TensorChoice::Kind::f32);
   EXPECT_EQ(parse_keep_rule("output=bf16").choice.kind, TensorChoice::Kind::bf16);
-  for (const char* bad : {"blk.0.ffn_down", "=int8", "output=", "output=int5", "x=int4-g7"})
+  for (const char* bad : {"blk.0.ffn_down", "=int8", "output=", "output=int6", "x=int4-g7"})
     EXPECT_THROW(parse_tensor_type_rule(bad), Error) << bad;
   EXPECT_THROW(parse_keep_rule("output=int8"), Error);
   EXPECT_THROW(preset_rules("no-such-preset"), Error);

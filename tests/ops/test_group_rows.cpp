@@ -15,11 +15,13 @@ namespace {
 
 TEST(GroupRows, VectorTransposeMatchesTheDefinition) {
   std::mt19937 rng(31);
-  for (const int bits : {8, 4}) {
-    const int k_per_row = bits == 8 ? 4 : 8;
-    for (const std::int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 16, 25, 512}) {
-      const std::int64_t g = rows * k_per_row;
-      std::uniform_int_distribution<int> value(0, bits == 8 ? 255 : 15);
+  for (const int bits : {8, 5, 4}) {
+    const int k_per_row = bits == 8 ? 4 : bits == 5 ? 32 : 8;  // int5: a chunk of 5 rows
+    for (const std::int64_t steps : {1, 2, 3, 4, 5, 7, 8, 9, 16, 25, 512}) {
+      if (bits == 5 && steps > 16) continue;
+      const std::int64_t g = steps * k_per_row;
+      const std::int64_t rows = bits == 5 ? 5 * steps : steps;
+      std::uniform_int_distribution<int> value(0, (1 << bits) - 1);
       std::vector<std::uint8_t> operands(static_cast<std::size_t>(kPanelWidth * g));
       for (auto& o : operands) o = static_cast<std::uint8_t>(value(rng));
       for (const int misalign : {0, 4}) {
@@ -35,6 +37,15 @@ TEST(GroupRows, VectorTransposeMatchesTheDefinition) {
         const std::uint8_t* row0 = expected.data() + misalign;
         if (bits == 8) {
           EXPECT_EQ(row0[4], operands[static_cast<std::size_t>(g)]);
+        } else if (bits == 5) {  // nibbles as int4; fifth bits: bit b of qword 0 = byte b
+          EXPECT_EQ(row0[4], (operands[static_cast<std::size_t>(g)] & 15) |
+                                 (operands[static_cast<std::size_t>(g + 4)] & 15) << 4);
+          for (int b = 0; b < 64; ++b)
+            EXPECT_EQ(row0[4 * kRowBytes + b / 8] >> (b % 8) & 1,
+                      operands[static_cast<std::size_t>((b / 4) * g + b % 4)] >> 4)
+                << "bit " << b;
+          // qword 1: the high nibbles (k = 4 + i) of the first nibble row
+          EXPECT_EQ(row0[4 * kRowBytes + 8] & 1, operands[4] >> 4);
         } else {
           EXPECT_EQ(row0[4], operands[static_cast<std::size_t>(g)] |
                                  operands[static_cast<std::size_t>(g + 4)] << 4);

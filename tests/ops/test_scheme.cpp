@@ -14,13 +14,17 @@ TEST(QuantScheme, ParsesEveryForm) {
             (QuantScheme{8, true, Granularity::per_group, 32}));
   EXPECT_EQ(parse_quant_scheme("int4-asym"), (QuantScheme{4, true, Granularity::per_channel, 0}));
   EXPECT_EQ(parse_quant_scheme("int8-tensor"), (QuantScheme{8, false, Granularity::per_tensor, 0}));
-  for (const char* name : {"int8", "int4-g64", "int8-g36-asym", "int8-tensor-asym"})
+  EXPECT_EQ(parse_quant_scheme("int5-g32-asym"),
+            (QuantScheme{5, true, Granularity::per_group, 32}));
+  for (const char* name : {"int8", "int4-g64", "int8-g36-asym", "int8-tensor-asym", "int5",
+                           "int5-g32-sb256-asym", "int5-g64"})
     EXPECT_EQ(to_string(parse_quant_scheme(name)), name);
 }
 
 TEST(QuantScheme, RejectsBadFormsWithTheReason) {
-  for (const char* bad : {"int3", "int8-g", "int8-gx", "int8-g30", "int4-g36", "int8-g0",
-                          "int8-g131072", "fp8", "int8-g32-sym"}) {
+  for (const char* bad :
+       {"int3", "int8-g", "int8-gx", "int8-g30", "int4-g36", "int8-g0", "int8-g131072", "fp8",
+        "int8-g32-sym", "int5-g16", "int5-g48", "woq-int5-g32", "int6"}) {
     try {
       parse_quant_scheme(bad, "--quant");
       ADD_FAILURE() << bad << " was accepted";
@@ -71,8 +75,13 @@ TEST(PackedLayout, BytesPerWeightAreTheGgufBlocks) {
   EXPECT_EQ(bytes_of("int8-g32"), weights / 32 * 34);
   EXPECT_EQ(bytes_of("int4-g32"), weights / 32 * 18);
   EXPECT_EQ(bytes_of("int4-g32-asym"), weights / 32 * 20);
-  for (const char* name : {"int8", "int8-asym", "int4", "int4-asym", "int8-g64", "int8-g128-asym",
-                           "int4-g64", "int4-g128", "int4-g256-asym", "int8-g256"}) {
+  EXPECT_EQ(bytes_of("int5-g32"), weights / 32 * 22);       // Q5_0
+  EXPECT_EQ(bytes_of("int5-g32-asym"), weights / 32 * 24);  // Q5_1
+  // Q5_K: 176 bytes per 256, and a 64-byte header per panel's super-block of 16 x 256.
+  EXPECT_EQ(bytes_of("int5-g32-sb256-asym"), weights / 256 * 176 + weights / (16 * 256) * 64);
+  for (const char* name :
+       {"int8", "int8-asym", "int4", "int4-asym", "int8-g64", "int8-g128-asym", "int4-g64",
+        "int4-g128", "int4-g256-asym", "int8-g256", "int5", "int5-g64-asym", "int5-g128"}) {
     const QuantScheme scheme = parse_quant_scheme(name);
     const double g = scheme.granularity == Granularity::per_group ? scheme.group : double(k);
     const double bound = scheme.bits / 8.0 + (scheme.asymmetric ? 4.0 : 2.0) / g;

@@ -206,7 +206,7 @@ TEST(TuningDb, InvalidEntriesAreDroppedWithAWarningAndTheRestKept) {
       {with_change(blocking, "\"mr\": 8"), "register budget"},  // 8 AVX2 rows never fit
       {with_change("\"isa\": \"avx2\"", "\"isa\": \"avx1024\""), "isa"},
       {with_change("\"isa\": \"avx2\"", "\"isa\": \"reference\""), "reference"},
-      {with_change("\"bits\": 8", "\"bits\": 5"), "bits"},
+      {with_change("\"bits\": 8", "\"bits\": 6"), "bits"},
       {with_change("\"n\": 256", "\"n\": \"many\""), "n: not an integer"},
       {with_change("\"n\": 256", "\"n\": 2e124"), "n: not an integer"},  // once undefined
       {with_change("\"bits\": 8", "\"bits\": 99999999999"), "bits: 99999999999 is outside"},
