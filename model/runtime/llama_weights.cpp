@@ -294,6 +294,13 @@ ActivationKind activation_of(const QuantScheme& scheme) {
   return scheme.weight_only ? ActivationKind::f32 : ActivationKind::s8;
 }
 
+// A native layer's activations: weight-only (woq-native) where its kernels read the
+// file's type; int5 (Q5_0 / Q5_1 / Q5_K) has W8A8 kernels only, so it quantizes its inputs.
+ActivationKind native_activation(const TensorView& source, const TensorChoice& choice) {
+  const std::optional<QuantScheme> stored = native_scheme(source);
+  return stored && stored->bits == 5 ? ActivationKind::s8 : activation_of(choice.scheme);
+}
+
 class LayerBuilder {
  public:
   LayerBuilder(const ModelFile& model, int threads) : model_(model), threads_(threads) {}
@@ -360,7 +367,7 @@ class LayerBuilder {
     return std::make_unique<JitLinear>(
         pack_operands_by_rows(n, tensors[0]->columns, *native_scheme(*tensors[0]),
                               native_operand_rows(tensors), threads_),
-        fusion, activation_of(choice.scheme));
+        fusion, native_activation(*tensors[0], choice));
   }
 
   std::unique_ptr<LinearLayer> convert_pair(const TensorView& gate, const TensorView& up,
@@ -373,7 +380,7 @@ class LayerBuilder {
       return std::make_unique<JitLinear>(
           pack_operand_pair_by_rows(hidden, k, *native_scheme(gate), native_operand_rows(g),
                                     native_operand_rows(u), threads_),
-          LinearFusion::swiglu, activation_of(choice.scheme));
+          LinearFusion::swiglu, native_activation(gate, choice));
     }
     const QuantScheme& scheme = choice.scheme;
     if (!is_dense(choice)) {
@@ -416,11 +423,12 @@ std::string describe(const TensorChoice& choice, const TensorView& source, const
            " (file)";
   }
   if (choice.kind == TensorChoice::Kind::native) {
+    const bool woq_kernels = native_activation(source, choice) == ActivationKind::f32;
     std::string types(ggml_type_name(source.type));
     for (const TensorView* t : stacked)  // a row stack of types: "Q4_K+Q6_K"
       if (types.find(ggml_type_name(t->type)) == std::string::npos)
         types += "+" + std::string(ggml_type_name(t->type));
-    return types + woq;
+    return types + (woq_kernels ? woq : "");
   }
   if (choice.kind == TensorChoice::Kind::quantized &&
       model.prequantized(source.name, choice.scheme))
@@ -509,7 +517,7 @@ std::string to_string(const Precision& precision) {
   if (!precision.quantized) return dense + kv;
   std::string out = precision.native
                         ? std::string(precision.scheme.weight_only ? "woq-" : "") +
-                              "native (Q8_0/Q4_0/Q4_1/Q2_K/Q3_K/Q4_K/Q6_K kept; else " +
+                              "native (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K..Q6_K kept; else " +
                               to_string(precision.scheme) + ")"
                         : to_string(precision.scheme);
   if (precision.lm_head_dense) out += std::string(" (lm-head ") + dense + ")";

@@ -220,7 +220,7 @@ TEST(DumpAsm, ListsAModelsKernelsAndDumpsOneLayer) {
 }
 
 TEST(Run, UnknownPrecisionFailsNamingTheOption) {
-  const auto r = test::run_command(kQforge + " run -m " + stories() + " --quant int5 -n 1");
+  const auto r = test::run_command(kQforge + " run -m " + stories() + " --quant int6 -n 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("--quant"), std::string::npos) << r.output;
 }

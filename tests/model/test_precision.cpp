@@ -203,6 +203,13 @@ TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
     EXPECT_LE(native_diff, requantized_diff) << requantized_as;
   else
     EXPECT_LT(native_diff, requantized_diff) << requantized_as;
+  if (type == GgmlType::Q5_0 || type == GgmlType::Q5_1) {  // weight-only kernels read no int5:
+    auto woq = open_session(path, parse_precision("woq-native"), 1);  // those layers stay W8A8
+    const auto* layer = dynamic_cast<const JitLinear*>(woq->model.weights.layers[0].wqkv.get());
+    ASSERT_NE(layer, nullptr);
+    EXPECT_FALSE(layer->quantized().weight_only());
+    EXPECT_LT(relative_max_diff(reference, woq->executor->forward(tokens, 0, true)), 0.08);
+  }
   std::filesystem::remove(path);
 }
 
