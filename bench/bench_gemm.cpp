@@ -37,11 +37,15 @@
 namespace qforge::bench {
 namespace {
 
-// The scheme BM_Linear packs: int8 per-channel / int4 g128, or with two-level scales the
-// forms GGUF's K-quants repack into: Q6_K's int8 g16 and Q4_K's int4 g32 asymmetric.
+// The scheme BM_Linear packs: int8 per-channel / int5 g32 (Q5_0's form) / int4 g128, or
+// with two-level scales the forms GGUF's K-quants repack into: Q6_K's int8 g16, Q5_K's
+// int5 g32 asymmetric and Q4_K's int4 g32 asymmetric.
 QuantScheme linear_scheme(int bits, bool two_level) {
-  if (two_level) return parse_quant_scheme(bits == 8 ? "int8-g16-sb256" : "int4-g32-sb256-asym");
-  return parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
+  if (two_level)
+    return parse_quant_scheme(bits == 8   ? "int8-g16-sb256"
+                              : bits == 5 ? "int5-g32-sb256-asym"
+                                          : "int4-g32-sb256-asym");
+  return parse_quant_scheme(bits == 8 ? "int8" : bits == 5 ? "int5-g32" : "int4-g128");
 }
 
 // Args: N, K, M, bits, threads, swiglu, two_level. With swiglu = 1 the layer is a fused
@@ -266,11 +270,11 @@ void register_all() {
   }
   const std::int64_t shapes[][2] = {{2048, 2048}, {5632, 2048},  {2048, 5632},
                                     {4096, 4096}, {11008, 4096}, {4096, 11008}};
-  // BM_Linear over bits 8 and 4, 1 and 2 threads, the given rows and shapes.
+  // BM_Linear over the given bits, 1 and 2 threads, rows and shapes.
   const auto linear = [](std::initializer_list<std::int64_t> ms,
                          std::initializer_list<const std::int64_t*> layer_shapes, int swiglu,
-                         int two_level) {
-    for (int bits : {8, 4})
+                         int two_level, std::initializer_list<int> bits_list = {8, 4}) {
+    for (int bits : bits_list)
       for (std::int64_t m : ms)
         for (int t : {1, 2})
           for (const std::int64_t* s : layer_shapes)
@@ -285,7 +289,9 @@ void register_all() {
   linear({1, 128}, {shapes[1], shapes[4]}, 1, 0);
   // the K-quant forms (Q6_K: int8 g16, Q4_K: int4 g32 asym, two-level) on TinyLlama's
   // shapes
-  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 1);
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 1, {8, 5, 4});
+  // int5 g32 (Q5_0's form), one-level
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 0, {5});
   // int8 per-channel, int4 g128, and the GGUF block size g32 (K steps of 32 on tiles)
   for (const auto& [bits, group] : {std::pair{8, 0}, {4, 0}, {8, 32}, {4, 32}})
     for (std::int64_t m : {4, 8, 16, 32, 64, 128})
