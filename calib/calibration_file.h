@@ -103,6 +103,7 @@ class CalibrationFile {
   const std::string& path() const { return file_->path(); }
   const CalibrationSource& source() const { return source_; }
   const std::vector<CalibrationSite>& sites() const { return sites_; }
+  const LlamaConfig& config() const { return config_; }        // the model's shape it names
   const CalibrationSite& site(const std::string& name) const;  // throws if absent
   // Throws unless the file was made for a model of `config`'s shape (`model_path` for
   // the message), with every site that model has.

@@ -3,6 +3,7 @@
 // message's content in order, or is refused (an unknown role) with a qforge::Error.
 //
 //   input = template \0 message \0 message ...     a message's first byte picks its role
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 #include "fuzz/fuzz_input_file.h"
 #include "jit/base/error.h"
 #include "model/runtime/chat_format.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -31,6 +33,40 @@ std::string trimmed(std::string_view text) {
   return std::string(text.substr(first, text.find_last_not_of(space) - first + 1));
 }
 
+// chat_format_for: a recognised template decides; otherwise the vocabulary's control
+// tokens (here the messages' texts, distinct ones) do, Llama 2 when none is known.
+void check_format_for(const std::vector<std::string_view>& parts,
+                      const std::optional<qforge::ChatFormat>& recognised) {
+  qforge::TokenizerVocabulary v;
+  for (const char* piece : {"<unk>", "<s>", "</s>"}) {
+    v.pieces.emplace_back(piece);
+    v.types.push_back(qforge::TokenType::Control);
+  }
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string piece(parts[i]);
+    if (piece.empty() || std::find(v.pieces.begin(), v.pieces.end(), piece) != v.pieces.end())
+      continue;
+    v.pieces.push_back(piece);
+    v.types.push_back(qforge::TokenType::Control);
+  }
+  v.scores.assign(v.pieces.size(), 0.f);
+  const auto has = [&](const char* piece) {
+    return std::find(v.pieces.begin(), v.pieces.end(), piece) != v.pieces.end();
+  };
+  const qforge::ChatFormat want = recognised                   ? *recognised
+                                  : has("<|start_header_id|>") ? qforge::ChatFormat::Llama3
+                                  : has("<|im_start|>")        ? qforge::ChatFormat::ChatMl
+                                                               : qforge::ChatFormat::Llama2;
+  try {
+    const qforge::Tokenizer tokenizer(std::move(v), "fuzz vocabulary");
+    const std::optional<std::string> chat_template =
+        parts[0].empty() ? std::nullopt : std::optional<std::string>(parts[0]);
+    if (qforge::chat_format_for(chat_template, tokenizer) != want)
+      qforge::fuzz::property_failed("chat_format_for chose another format");
+  } catch (const qforge::Error&) {  // a vocabulary the tokenizer refuses
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -40,6 +76,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::optional<ChatFormat> recognised = qforge::recognise_chat_template(parts[0]);
   if (recognised && qforge::chat_format_named(qforge::chat_format_name(*recognised)) != recognised)
     qforge::fuzz::property_failed("a recognised format's name does not name it");
+
+  if (qforge::chat_format_named(parts[0]) &&
+      qforge::chat_format_name(*qforge::chat_format_named(parts[0])) != parts[0])
+    qforge::fuzz::property_failed("a format name names another format");
+  check_format_for(parts, recognised);
 
   static const char* const kRoles[] = {"system", "user", "assistant", "tool"};
   std::vector<qforge::ChatMessage> messages;

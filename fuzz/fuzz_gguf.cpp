@@ -48,6 +48,39 @@ void check_round_trip(const qforge::GgufReader& in) {
   }
 }
 
+// Every typed getter on every key either returns or throws qforge::Error (a value of
+// another type, out of range); each tensor is found by its name, a missing one is an error.
+void check_getters(const qforge::GgufReader& in) {
+  auto any = [](auto&& get) {
+    try {
+      get();
+    } catch (const qforge::Error&) {
+    }
+  };
+  for (const qforge::GgufKeyValue& kv : in.metadata()) {
+    const std::string_view key = kv.key;
+    any([&] { return in.get_u32(key); });
+    any([&] { return in.get_u64(key); });
+    any([&] { return in.get_i32(key); });
+    any([&] { return in.get_i64(key); });
+    any([&] { return in.get_f32(key); });
+    any([&] { return in.get_f64(key); });
+    any([&] { return in.get_bool(key); });
+    any([&] { return in.get_string(key).size(); });
+    any([&] { return in.get_string_array(key).size(); });
+    any([&] { return in.get_f32_array(key).size(); });
+    any([&] { return in.get_i32_array(key).size(); });
+    any([&] { return in.get_array_size(key); });
+  }
+  for (const qforge::GgufTensorInfo& t : in.tensors())
+    if (in.tensor(t.name).name != t.name) property_failed("a tensor is not found by its name");
+  try {
+    in.tensor("no such tensor \x01");
+    property_failed("a missing tensor was found");
+  } catch (const qforge::Error&) {
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -66,6 +99,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::size_t i = 0; i < ids.size(); ++i) tokenizer.decode(i ? ids[i - 1] : -1, ids[i]);
     } catch (const qforge::Error&) {
     }
+    check_getters(reader);
     check_round_trip(reader);
   } catch (const qforge::Error&) {
   }

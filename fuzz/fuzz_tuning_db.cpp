@@ -1,8 +1,9 @@
 // Tuning database JSON: any text is accepted (perhaps with entries dropped and warnings)
 // or rejected with a message; never an exception or a crash. What is accepted writes
-// back (to_json) to text that parses to the same entries.
+// back (save: to_json into a file) to a file that loads to the same entries.
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -18,8 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (load.error.empty()) qforge::fuzz::property_failed("rejected without a message");
     return 0;
   }
-  const std::string again = load.db->to_json();
-  const qforge::TuningDbLoad reload = qforge::parse_tuning_db(again, signature, "written back");
+  // Saved to a file (atomically) and loaded from it; merged into an empty database.
+  const std::string path = qforge::fuzz::input_path("tuning.json");
+  load.db->save(path);
+  const qforge::TuningDbLoad reload = qforge::load_tuning_db(path, signature);
+  std::filesystem::remove(path);
+  qforge::TuningDb merged(signature);
+  merged.merge(*load.db);
+  if (merged.size() != load.db->size()) qforge::fuzz::property_failed("merged differently");
   if (!reload.db || !reload.warnings.empty() || reload.db->size() != load.db->size())
     qforge::fuzz::property_failed("written back differently");
   for (const auto& [key, tuned] : load.db->entries()) {
