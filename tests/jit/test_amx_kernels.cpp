@@ -86,56 +86,51 @@ TEST(AmxKernels, EveryGroupSchemeAndEpilogue) {
     }
 }
 
-// Two-level scales (GGUF's Q4_K: int4 g32 with s8 sub-scales and sub-offsets times the
-// f16 values of a super-block header): one K step a group, the header pointer kept in the
-// frame and reloaded for each group's dequantization.
-TEST(AmxKernels, TwoLevelScales) {
-  REQUIRE_AMX();
-  const char* const schemes[] = {"int4-g32-sb256-asym", "int4-g64-sb256", "int4-g32-sb64-asym",
-                                 "int4-g32-sb32"};
+// Every scheme x M x epilogue 0, 3, 6 on tiles; case i has N 17 or 40, one or two unit
+// splits, seed seed0 + i, and fill(case, i) sets the rest.
+template <typename Fill>
+void sweep_tiles(std::initializer_list<const char*> schemes, std::initializer_list<std::int64_t> ms,
+                 int seed0, Fill fill) {
   int i = 0;
   for (const char* scheme : schemes)
-    for (const std::int64_t m : {1, 7, 16, 21, 33, 40})
+    for (const std::int64_t m : ms)
       for (int e = 0; e < 8; e += 3) {
         test::KernelCase c;
         c.isa = Isa::amx;
         c.m = m;
         c.n = i % 3 ? 40 : 17;
         c.scheme = parse_quant_scheme(scheme);
-        c.k = i % 2 ? 2 * c.scheme.superblock - 24 : c.scheme.superblock;
         c.epilogue = test::epilogue_number(e + i);
-        c.seed = 300 + i;
+        c.seed = seed0 + i;
         c.unit_splits = 1 + i % 2;
+        fill(c, i);
         expect_kernel_matches(c);
         ++i;
-        if (HasFailure()) return;
+        if (testing::Test::HasFailure()) return;
       }
+}
+
+// Two-level scales (GGUF's Q4_K: int4 g32 with s8 sub-scales and sub-offsets times the
+// f16 values of a super-block header): one K step a group, the header pointer kept in the
+// frame and reloaded for each group's dequantization.
+TEST(AmxKernels, TwoLevelScales) {
+  REQUIRE_AMX();
+  sweep_tiles({"int4-g32-sb256-asym", "int4-g64-sb256", "int4-g32-sb64-asym", "int4-g32-sb32"},
+              {1, 7, 16, 21, 33, 40}, 300, [](test::KernelCase& c, int i) {
+                c.k = i % 2 ? 2 * c.scheme.superblock - 24 : c.scheme.superblock;
+              });
 }
 
 // int5 (GGUF's Q5 types): each 32-k chunk's nibbles plus its fifth bits unpacked into the B
 // tiles; steps of 32 (g32, g96) and 64 (g64, per-channel), one- and two-level scales.
 TEST(AmxKernels, Int5Weights) {
   REQUIRE_AMX();
-  const char* const schemes[] = {"int5-g32", "int5-g32-asym", "int5-g32-sb256-asym",
-                                 "int5-g64", "int5-g96-asym", "int5-asym"};
-  int i = 0;
-  for (const char* scheme : schemes)
-    for (const std::int64_t m : {1, 16, 21, 40})
-      for (int e = 0; e < 8; e += 3) {
-        test::KernelCase c;
-        c.isa = Isa::amx;
-        c.m = m;
-        c.n = i % 3 ? 40 : 17;
-        c.scheme = parse_quant_scheme(scheme);
-        c.k = i % 2 ? 512 - 24 : 288;
-        c.epilogue = test::epilogue_number(e + i);
-        c.float_offsets = c.scheme.asymmetric && !c.scheme.two_level() && i % 4 == 1;
-        c.seed = 900 + i;
-        c.unit_splits = 1 + i % 2;
-        expect_kernel_matches(c);
-        ++i;
-        if (HasFailure()) return;
-      }
+  sweep_tiles({"int5-g32", "int5-g32-asym", "int5-g32-sb256-asym", "int5-g64", "int5-g96-asym",
+               "int5-asym"},
+              {1, 16, 21, 40}, 900, [](test::KernelCase& c, int i) {
+                c.k = i % 2 ? 512 - 24 : 288;
+                c.float_offsets = c.scheme.asymmetric && !c.scheme.two_level() && i % 4 == 1;
+              });
 }
 
 // Q4_1-style float minima in place of integer zero points, in every epilogue.

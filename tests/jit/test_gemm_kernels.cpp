@@ -90,17 +90,13 @@ TEST(GemmKernels, EveryTailClassAndEpilogue) {
   }
 }
 
-// Two-level scales (GGUF's K-quant super-blocks: packed_layout.h): a super-block header
-// every S groups, s8 sub-scales (and sub-offsets) times its f16 values; S of 1, 2, 8 and
-// 16 groups, K tails that leave whole padded super-blocks, every M and N tail class and
-// epilogue, f32 and weight-only activations.
-TEST(GemmKernels, TwoLevelScales) {
-  const char* const schemes[] = {"int4-g32-sb256-asym",     "int8-g16-sb256",     "int4-g16-sb256",
-                                 "int4-g16-sb256-asym",     "int4-g32-sb64-asym", "int8-g16-sb16",
-                                 "woq-int4-g32-sb256-asym", "woq-int8-g16-sb256"};
+// Every scheme x M {1, 2, 3, 5, 9} x N {1, 17, 40} on every ISA (emulated ones a third of
+// the M values), each case completed by fill(case, scheme index).
+template <typename Fill>
+void sweep_schemes(std::initializer_list<const char*> schemes, Fill fill) {
   for (Isa isa : kernel_isas()) {
-    int i = 0;
-    for (const char* scheme : schemes)
+    int i = 0, s = 0;
+    for (const char* scheme : schemes) {
       for (std::int64_t m : {1, 2, 3, 5, 9}) {
         if (i++ % (sweep_size(isa, 8) > 1 ? 1 : 3) != 0) continue;
         for (std::int64_t n : {1, 17, 40}) {
@@ -109,47 +105,47 @@ TEST(GemmKernels, TwoLevelScales) {
           c.m = m;
           c.n = n;
           c.scheme = parse_quant_scheme(scheme);
-          c.k = (m + n) % 3 == 0 ? 512 : 2 * c.scheme.superblock + 8 * (1 + (m + n) % 5);
-          c.epilogue = test::epilogue_number(int(m + 2 * n));
-          if (c.scheme.weight_only && c.epilogue.output == OutputKind::group_sums)
-            c.epilogue = test::epilogue_number(0);
-          c.seed = m * 17 + n;
+          fill(c, s);
           expect_kernel_matches(c);
-          if (HasFailure()) return;
+          if (testing::Test::HasFailure()) return;
         }
       }
+      ++s;
+    }
   }
+}
+
+// Two-level scales (GGUF's K-quant super-blocks: packed_layout.h): a super-block header
+// every S groups, s8 sub-scales (and sub-offsets) times its f16 values; S of 1, 2, 8 and
+// 16 groups, K tails that leave whole padded super-blocks, every M and N tail class and
+// epilogue, f32 and weight-only activations.
+TEST(GemmKernels, TwoLevelScales) {
+  sweep_schemes(
+      {"int4-g32-sb256-asym", "int8-g16-sb256", "int4-g16-sb256", "int4-g16-sb256-asym",
+       "int4-g32-sb64-asym", "int8-g16-sb16", "woq-int4-g32-sb256-asym", "woq-int8-g16-sb256"},
+      [](test::KernelCase& c, int) {
+        const std::int64_t m = c.m, n = c.n;
+        c.k = (m + n) % 3 == 0 ? 512 : 2 * c.scheme.superblock + 8 * (1 + (m + n) % 5);
+        c.epilogue = test::epilogue_number(int(m + 2 * n));
+        if (c.scheme.weight_only && c.epilogue.output == OutputKind::group_sums)
+          c.epilogue = test::epilogue_number(0);
+        c.seed = m * 17 + n;
+      });
 }
 
 // int5 (GGUF's Q5_0, Q5_1 and Q5_K): the nibble rows plus a fifth-bit row per 32 k, one-
 // and two-level scales, integer zero points and (Q5_1's) float minima, per-channel and
 // groups of 32 (one AMX step of 32), 64 and 96, every M and N tail class and epilogue.
 TEST(GemmKernels, Int5Weights) {
-  const char* const schemes[] = {"int5-g32",      "int5-g32-asym", "int5-g32-sb256-asym",
-                                 "int5-g64",      "int5-asym",     "int5-g96-asym",
-                                 "int5-g32-sb64", "int5-g32-asym"};
-  for (Isa isa : kernel_isas()) {
-    int i = 0, s = 0;
-    for (const char* scheme : schemes) {
-      const bool float_offsets = s++ == 7;  // the second int5-g32-asym: Q5_1 minima
-      for (std::int64_t m : {1, 2, 3, 5, 9}) {
-        if (i++ % (sweep_size(isa, 8) > 1 ? 1 : 3) != 0) continue;
-        for (std::int64_t n : {1, 17, 40}) {
-          test::KernelCase c;
-          c.isa = isa;
-          c.m = m;
-          c.n = n;
-          c.scheme = parse_quant_scheme(scheme);
-          c.k = (m + n) % 3 == 0 ? 512 : 256 + 8 * (1 + (m + n) % 5);
-          c.epilogue = test::epilogue_number(int(m + 3 * n));
-          c.float_offsets = float_offsets;
-          c.seed = 700 + m * 17 + n;
-          expect_kernel_matches(c);
-          if (HasFailure()) return;
-        }
-      }
-    }
-  }
+  sweep_schemes({"int5-g32", "int5-g32-asym", "int5-g32-sb256-asym", "int5-g64", "int5-asym",
+                 "int5-g96-asym", "int5-g32-sb64", "int5-g32-asym"},
+                [](test::KernelCase& c, int s) {
+                  const std::int64_t m = c.m, n = c.n;
+                  c.k = (m + n) % 3 == 0 ? 512 : 256 + 8 * (1 + (m + n) % 5);
+                  c.epilogue = test::epilogue_number(int(m + 3 * n));
+                  c.float_offsets = s == 7;  // the second int5-g32-asym: Q5_1 minima
+                  c.seed = 700 + m * 17 + n;
+                });
 }
 
 // GGUF Q4_1 blocks keep their float minimum: int4 asymmetric weights with float offsets
