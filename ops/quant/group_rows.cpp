@@ -104,7 +104,8 @@ void write_fifth_bit_row(std::uint8_t* dst, const std::uint8_t* operands, std::i
 }
 
 void write_rows_int5(std::uint8_t* dst, const std::uint8_t* operands, std::int64_t g, bool fast) {
-  std::vector<std::uint8_t> low(static_cast<std::size_t>(kPanelWidth * g));
+  thread_local std::vector<std::uint8_t> low;  // a group's low nibbles, reused per group
+  low.resize(static_cast<std::size_t>(kPanelWidth * g));
   for (std::size_t i = 0; i < low.size(); ++i) low[i] = operands[i] & 0xf;
   const int chunk_bytes = kBitPlaneK * panel_bytes_per_k(5);
   for (std::int64_t chunk = 0; chunk < g / kBitPlaneK; ++chunk) {
