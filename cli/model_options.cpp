@@ -33,8 +33,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
                   "PATTERN=SCHEME: the matching tensors get SCHEME (int8, int4-g32, f32, bf16, "
                   "native, ...); applied after --keep, the last match wins; repeatable");
   cmd->add_option("--kv", o.kv,
-                  "KV cache type: f32 (default) | bf16 | int8 (one scale per position and kv "
-                  "head: a quarter of f32's bytes)");
+                  "KV cache type: f32 (default) | bf16 | int8 (KIVI: keys with a scale per "
+                  "channel and 32 positions, values per position, the newest 32 positions "
+                  "exact; about 0.28x f32's bytes)");
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-isa", o.max_isa, "Cap the kernel ISA: " + valid_isa_names());

@@ -73,8 +73,8 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
       config_(weights.config),
       positions_(positions > 0 ? positions : config_.seq_len),
       sequences_(sequences),
-      cache_(config_.n_layers, positions_ * checked_sequences(sequences), config_.n_kv_heads,
-             config_.head_dim, weights.precision.kv),
+      cache_(config_.n_layers, positions_, config_.n_kv_heads, config_.head_dim,
+             weights.precision.kv, checked_sequences(sequences), kChunkRows),
       qkv_columns_(config_.dim + 2 * config_.kv_dim()) {
   const auto rows = static_cast<std::size_t>(kChunkRows);
   x_.resize(rows * config_.dim);
@@ -87,7 +87,7 @@ LlamaExecutor::LlamaExecutor(LlamaWeights& weights, ThreadPool& pool, int positi
                     config_.head_dim);
   rotations_.resize(rows * static_cast<std::size_t>(config_.rope_dim));
   row_positions_.resize(rows);
-  row_bases_.resize(rows);
+  row_sequences_.resize(rows);
 }
 
 std::span<const float> LlamaExecutor::forward(std::span<const int> tokens, int start,
@@ -193,7 +193,7 @@ std::span<const float> LlamaExecutor::forward_batch(std::span<const BatchToken> 
 
 void LlamaExecutor::set_row(int r, int sequence, int position) {
   row_positions_[static_cast<std::size_t>(r)] = position;
-  row_bases_[static_cast<std::size_t>(r)] = sequence * positions_;
+  row_sequences_[static_cast<std::size_t>(r)] = sequence;
   rope_rotation(rotations_.data() + std::size_t(r) * config_.rope_dim, position, config_);
 }
 
@@ -204,6 +204,7 @@ void LlamaExecutor::block(int l, int rows) {
   normalized_linear(*layer.wqkv, l, LinearSite::qkv, x_.data(), rows, layer.attn_norm.data(),
                     qkv_.data(), qkv_columns_);
   // row r of qkv: [ q (dim) | k (kv_dim) | v (kv_dim) ]
+  cache_.begin_rows(l);
   for (int r = 0; r < rows; ++r) {
     float* q = qkv_.data() + std::size_t(r) * qkv_columns_;
     float* k = q + dim;
@@ -213,9 +214,11 @@ void LlamaExecutor::block(int l, int rows) {
     const float* rotation = rotations_.data() + std::size_t(r) * c.rope_dim;
     rope(q, dim, rotation, c);
     rope(k, c.kv_dim(), rotation, c);
-    cache_.store(l, row_bases_[std::size_t(r)] + row_positions_[std::size_t(r)], k, k + c.kv_dim());
+    cache_.store(l, row_sequences_[std::size_t(r)], row_positions_[std::size_t(r)], k,
+                 k + c.kv_dim());
   }
   attention(l, rows);
+  cache_.end_rows(l);
   observe(l, LinearSite::wo, xb_.data(), rows, dim);
   layer.wo->forward(xb_.data(), rows, dim, x_.data(), dim, pool_);
   normalized_linear(*layer.gate_up, l, LinearSite::gate_up, x_.data(), rows, layer.ffn_norm.data(),
@@ -284,11 +287,10 @@ void LlamaExecutor::attention(int layer, int rows) {
       const int first = kv_head * group + group * slice / slices;  // this slice's heads
       const int heads = group * (slice + 1) / slices - group * slice / slices;
       const int count = row_positions_[std::size_t(r)] + 1;
-      // A kv head's cached rows are contiguous, head_dim floats apart (kv_cache.h); the
-      // row's sequence has its own region of them.
-      const int base = row_bases_[std::size_t(r)];
-      const KvRows keys = cache_.keys(layer, kv_head).from(base);
-      const KvRows values = cache_.values(layer, kv_head).from(base);
+      // A kv head's cached rows of the row's sequence, head_dim floats apart (kv_cache.h).
+      const int sequence = row_sequences_[std::size_t(r)], position = count - 1;
+      const KvRows keys = cache_.keys(layer, kv_head, sequence, position);
+      const KvRows values = cache_.values(layer, kv_head, sequence, position);
       const float* q = qkv_.data() + std::size_t(r) * qkv_columns_ + first * head_dim;
       float* out = xb_.data() + std::size_t(r) * c.dim + first * head_dim;
       auto head_scores = [&](int h) { return scores + std::size_t(h) * positions_; };

@@ -99,6 +99,7 @@ class LlamaExecutor {
   int positions() const { return positions_; }  // per sequence
   int sequences() const { return sequences_; }
   const KvCache& cache() const { return cache_; }
+  KvCache& cache() { return cache_; }
 
  private:
   void forward_chunk(const int* tokens, int rows, int start, float* logits, bool all_logits);
@@ -128,7 +129,7 @@ class LlamaExecutor {
   std::vector<float> decoded_;      // per pool thread, one attention block of bf16/int8 rows as f32
   std::vector<float> rotations_;    // RoPE cos/sin per pair of a head, one row per chunk row
   std::vector<int> row_positions_;  // per chunk row: its position in its sequence
-  std::vector<int> row_bases_;      // per chunk row: its sequence's first cache row
+  std::vector<int> row_sequences_;  // per chunk row: its sequence
   std::vector<int> batch_tokens_ = std::vector<int>(kChunkRows);  // forward_batch's chunk
   std::vector<float> logits_;
   LinearInputObserver* observer_ = nullptr;

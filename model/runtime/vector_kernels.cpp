@@ -201,7 +201,7 @@ __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
 }  // namespace
 
 void dot_rows(const float* q, const KvRows& k, int count, int n, float divisor, float* scores) {
-  if (use_avx2()) {
+  if (use_avx2() && k.plain()) {
     switch (k.type) {
       case KvType::f32:
         return dot_rows_avx2<KvType::f32>(q, k, count, n, divisor, scores);
@@ -215,7 +215,7 @@ void dot_rows(const float* q, const KvRows& k, int count, int n, float divisor, 
 }
 
 void weighted_rows(const float* w, const KvRows& v, int count, int n, bool accumulate, float* y) {
-  if (use_avx2()) {
+  if (use_avx2() && v.plain()) {
     switch (v.type) {
       case KvType::f32:
         return weighted_rows_avx2<KvType::f32>(w, v, count, n, accumulate, y);
@@ -228,6 +228,21 @@ void weighted_rows(const float* w, const KvRows& v, int count, int n, bool accum
   weighted_rows_reference(w, v, count, n, accumulate, y);
 }
 
+namespace {
+
+// Row p of `rows` as f32 when it is one of the exact rows, else nullptr.
+inline const float* exact_row(const KvRows& rows, int p) {
+  const std::int64_t position = rows.position + p;
+  return position >= rows.exact_from ? rows.exact + (position - rows.exact_from) * rows.stride
+                                     : nullptr;
+}
+
+// The scales of row p's channels (int8 keys), or nullptr.
+inline const float* channel_scales_of(const KvRows& rows, int p) {
+  if (rows.channel_scales == nullptr) return nullptr;
+  return rows.channel_scales + (rows.position + p) / rows.group * rows.stride;
+}
+
 template <KvType T>
 __attribute__((target("avx2,fma"))) void decode_rows_avx2(const KvRows& rows, int count, int n,
                                                           float* out) {
@@ -235,16 +250,28 @@ __attribute__((target("avx2,fma"))) void decode_rows_avx2(const KvRows& rows, in
   for (int p = 0; p < count; ++p) {
     const std::int64_t row = p * rows.stride;
     float* y = out + std::size_t(p) * n;
+    if (const float* exact = exact_row(rows, p)) {
+      std::copy(exact, exact + n, y);
+      continue;
+    }
     if constexpr (T == KvType::int8) {
-      const __m256 scale = _mm256_set1_ps(rows.scales[p]);
-      for (int i = 0; i < vector_end; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(scale, load8<T>(rows.data, row + i)));
+      if (const float* channel = channel_scales_of(rows, p)) {
+        for (int i = 0; i < vector_end; i += 8)
+          _mm256_storeu_ps(
+              y + i, _mm256_mul_ps(_mm256_loadu_ps(channel + i), load8<T>(rows.data, row + i)));
+      } else {
+        const __m256 scale = _mm256_set1_ps(rows.scales[p]);
+        for (int i = 0; i < vector_end; i += 8)
+          _mm256_storeu_ps(y + i, _mm256_mul_ps(scale, load8<T>(rows.data, row + i)));
+      }
     } else {
       for (int i = 0; i < vector_end; i += 8) _mm256_storeu_ps(y + i, load8<T>(rows.data, row + i));
     }
     for (int i = vector_end; i < n; ++i) y[i] = kv_value(rows, p, i);
   }
 }
+
+}  // namespace
 
 void decode_rows(const KvRows& rows, int count, int n, float* out) {
   if (use_avx2() && rows.type == KvType::int8)
@@ -256,11 +283,14 @@ void decode_rows(const KvRows& rows, int count, int n, float* out) {
 }
 
 float kv_value(const KvRows& rows, int p, int i) {
+  if (const float* exact = exact_row(rows, p)) return exact[i];
   const std::int64_t index = p * rows.stride + i;
   switch (rows.type) {
     case KvType::bf16:
       return element<KvType::bf16>(rows.data, index);
     case KvType::int8:
+      if (const float* channel = channel_scales_of(rows, p))
+        return channel[i] * element<KvType::int8>(rows.data, index);
       return rows.scales[p] * element<KvType::int8>(rows.data, index);
     case KvType::f32:
       break;

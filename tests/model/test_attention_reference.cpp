@@ -76,11 +76,23 @@ void add_bias(Vector& v, const Weights& w, const std::string& name) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] += double(it->second[i]);
 }
 
-// Logits of every position of `tokens`, each position seeing positions 0..itself.
-// `round_row` rounds each cached kv head's row (head_dim values) as the cache stores it.
+// How the cache rounds what a position reads (none: exact).
+struct CacheRounding {
+  // Each cached kv head's row (head_dim values), as it is stored.
+  void (*row)(double*, int) = nullptr;
+  // KIVI (int8): a query reads the rows of the groups of `group` positions before its own
+  // as `group_keys` / `group_values` round them (rows of the group, head_dim apart, one
+  // kv head), its own group's rows exactly.
+  int group = 0;
+  void (*group_keys)(double*, int rows, int n) = nullptr;
+  void (*group_values)(double*, int rows, int n) = nullptr;
+};
+
+// Logits of every position of `tokens`, each position seeing positions 0..itself,
+// through a cache that rounds as `rounding` says.
 std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
                                      const std::vector<int>& tokens,
-                                     void (*round_row)(double*, int) = nullptr,
+                                     const CacheRounding& rounding = {},
                                      const Rotary& rotary = {}) {
   const int head_dim = m.dim / m.n_heads, group = m.n_heads / m.n_kv_heads;
   const std::size_t dim = std::size_t(m.dim), kv_dim = std::size_t(head_dim * m.n_kv_heads);
@@ -88,6 +100,22 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
     return w.at(layer_tensor_name(l, role));
   };
   std::vector<std::vector<Vector>> keys(std::size_t(m.n_layers)), values(keys.size());
+  // KIVI: the rounded rows of each group once it is complete.
+  std::vector<std::vector<Vector>> rounded_keys(keys.size()), rounded_values(keys.size());
+  auto round_group = [&](std::vector<Vector>& rows, std::vector<Vector>& rounded, int first,
+                         void (*round)(double*, int, int)) {
+    const int count = static_cast<int>(rows.size()) - first;
+    for (std::size_t h = 0; h < kv_dim; h += std::size_t(head_dim)) {
+      std::vector<double> block(std::size_t(count) * head_dim);
+      for (int p = 0; p < count; ++p)
+        std::copy_n(rows[std::size_t(first + p)].begin() + std::ptrdiff_t(h), head_dim,
+                    block.begin() + std::ptrdiff_t(p) * head_dim);
+      round(block.data(), count, head_dim);
+      for (int p = 0; p < count; ++p)
+        std::copy_n(block.begin() + std::ptrdiff_t(p) * head_dim, head_dim,
+                    rounded[std::size_t(first + p)].begin() + std::ptrdiff_t(h));
+    }
+  };
   std::vector<Vector> out;
   for (std::size_t pos = 0; pos < tokens.size(); ++pos) {
     const std::vector<float>& embedding = w.at("token_embd.weight");
@@ -102,27 +130,40 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
       add_bias(v, w, layer_bias_name(l, "attn_v"));
       rope(q, head_dim, int(pos), 500000.0, rotary);
       rope(k, head_dim, int(pos), 500000.0, rotary);
-      if (round_row != nullptr)
+      if (rounding.row != nullptr)
         for (std::size_t h = 0; h < kv_dim; h += std::size_t(head_dim)) {
-          round_row(k.data() + h, head_dim);
-          round_row(v.data() + h, head_dim);
+          rounding.row(k.data() + h, head_dim);
+          rounding.row(v.data() + h, head_dim);
         }
       keys[l].push_back(k);
       values[l].push_back(v);
+      rounded_keys[l].push_back(k);
+      rounded_values[l].push_back(v);
+      const int g = rounding.group, own_group = g > 0 ? int(pos) / g * g : int(pos) + 1;
+      if (g > 0 && (int(pos) + 1) % g == 0) {
+        round_group(keys[l], rounded_keys[l], own_group, rounding.group_keys);
+        round_group(values[l], rounded_values[l], own_group, rounding.group_values);
+      }
+      // The rows this position reads: rounded before its own group, exact in it.
+      auto key = [&](std::size_t p) -> const Vector& {
+        return int(p) < own_group ? rounded_keys[l][p] : keys[l][p];
+      };
+      auto value = [&](std::size_t p) -> const Vector& {
+        return int(p) < own_group ? rounded_values[l][p] : values[l][p];
+      };
       Vector attended(dim, 0.0);
       for (int h = 0; h < m.n_heads; ++h) {
         const std::size_t qo = std::size_t(h * head_dim), ko = std::size_t(h / group * head_dim);
         Vector score(pos + 1);
         for (std::size_t p = 0; p <= pos; ++p) {
-          for (int i = 0; i < head_dim; ++i) score[p] += q[qo + i] * keys[l][p][ko + i];
+          for (int i = 0; i < head_dim; ++i) score[p] += q[qo + i] * key(p)[ko + i];
           score[p] /= std::sqrt(double(head_dim));
         }
         const double top = *std::max_element(score.begin(), score.end());
         double sum = 0;
         for (double& s : score) sum += (s = std::exp(s - top));
         for (std::size_t p = 0; p <= pos; ++p)
-          for (int i = 0; i < head_dim; ++i)
-            attended[qo + i] += score[p] / sum * values[l][p][ko + i];
+          for (int i = 0; i < head_dim; ++i) attended[qo + i] += score[p] / sum * value(p)[ko + i];
       }
       const Vector o = matvec(t(l, "attn_output"), attended, dim);
       for (std::size_t i = 0; i < dim; ++i) x[i] += o[i];
@@ -251,7 +292,7 @@ TEST(AttentionReference, ArchitectureVariantsMatchFloat64) {
                   spec.rope_freqs};
     std::vector<int> tokens(kPositions);
     for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 11 + 5) % spec.vocab;
-    const std::vector<Vector> want = reference_logits(weights, spec, tokens, nullptr, rotary);
+    const std::vector<Vector> want = reference_logits(weights, spec, tokens, {}, rotary);
     LoadedModel model = load_model(path, parse_precision("f32"));
     EXPECT_EQ(model.weights.config.qkv_bias, c.bias);
     ThreadPool pool(2);
@@ -263,12 +304,19 @@ TEST(AttentionReference, ArchitectureVariantsMatchFloat64) {
   std::filesystem::remove(path);
 }
 
-// int8: s = max|row| / 127, x -> s * round(x / s) (half away from zero), per kv head row.
-void round_int8(double* row, int n) {
+// int8: s = max|x| / 127, x -> s * round(x / s) (half away from zero), over the values of
+// each row (values) or of each channel (keys) of a group of rows.
+void round_int8(double* x, int count, int step) {
   double absmax = 0;
-  for (int i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(row[i]));
+  for (int i = 0; i < count; ++i) absmax = std::max(absmax, std::fabs(x[i * step]));
   const double s = absmax / 127;
-  for (int i = 0; i < n; ++i) row[i] = s > 0 ? s * std::round(row[i] / s) : 0.0;
+  for (int i = 0; i < count; ++i) x[i * step] = s > 0 ? s * std::round(x[i * step] / s) : 0.0;
+}
+void round_int8_per_row(double* rows, int count, int n) {
+  for (int p = 0; p < count; ++p) round_int8(rows + std::ptrdiff_t(p) * n, n, 1);
+}
+void round_int8_per_channel(double* rows, int count, int n) {
+  for (int c = 0; c < n; ++c) round_int8(rows + c, count, n);
 }
 
 // bf16: the top 16 bits of the float, rounded to nearest even.
@@ -281,7 +329,9 @@ void round_bf16(double* row, int n) {
 }
 
 // The int8 and bf16 caches against the float64 forward whose cached rows are rounded the
-// same way: prompt and decode, every head layout. The executor's k and v come from f32
+// same way (int8: KIVI's groups of 32, so a 37-token prompt then decode to 70 crosses a
+// rounded group, an open one, a group completed by decode and a new open one): prompt and
+// decode, every head layout. The executor's k and v come from f32
 // matmuls, so a value near a rounding boundary may round the other way: the bound is
 // looser than f32's, still far below a wrong row, head or scale (O(1)).
 TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
@@ -295,8 +345,12 @@ TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
       const Weights weights = test::write_tiny_llama(path, spec);
       std::vector<int> tokens(kPositions);
       for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 5 + 1) % spec.vocab;
-      const std::vector<Vector> want =
-          reference_logits(weights, spec, tokens, kv == KvType::int8 ? round_int8 : round_bf16);
+      CacheRounding rounding;
+      if (kv == KvType::int8)
+        rounding = {nullptr, KvCache::kGroup, round_int8_per_channel, round_int8_per_row};
+      else
+        rounding.row = round_bf16;
+      const std::vector<Vector> want = reference_logits(weights, spec, tokens, rounding);
       const std::vector<Vector> unrounded = reference_logits(weights, spec, tokens);
       Precision precision = parse_precision("f32");
       precision.kv = kv;

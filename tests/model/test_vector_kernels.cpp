@@ -115,75 +115,135 @@ TEST(VectorKernels, SoftmaxMatchesFloat64) {
     }
 }
 
-// The cache's bf16 and int8 rows: stored values decode to what the type's definition
-// gives (int8: s * round(x / s), s = max|row| / 127; bf16: nearest even), and dot_rows /
-// weighted_rows on them match float64 sums of those decoded values, every length tail.
+// What the cache's rows should decode to, in double, for a query at the last of `count`
+// stored positions: bf16 rounds each value to nearest even; int8 (KIVI) rounds keys with
+// one scale per channel over each 32-position group and values with one scale per row,
+// except in the query's own group, read exactly (s = max|.| / 127, x -> s round(x / s)).
+std::vector<double> expected_rows(KvType type, bool keys, const std::vector<float>& rows, int count,
+                                  int n) {
+  std::vector<double> out(rows.size());
+  const int own_group = (count - 1) / KvCache::kGroup * KvCache::kGroup;
+  auto at = [&](int p, int i) { return rows[std::size_t(p) * n + i]; };
+  for (int p = 0; p < count; ++p)
+    for (int i = 0; i < n; ++i) {
+      double& want = out[std::size_t(p) * n + i];
+      if (type == KvType::bf16) {
+        std::uint32_t bits = std::bit_cast<std::uint32_t>(at(p, i));
+        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+        want = std::bit_cast<float>(bits);
+        continue;
+      }
+      if (p >= own_group) {
+        want = at(p, i);
+        continue;
+      }
+      float absmax = 0;
+      if (keys) {
+        const int first = p / KvCache::kGroup * KvCache::kGroup;
+        for (int r = first; r < first + KvCache::kGroup; ++r)
+          absmax = std::max(absmax, std::fabs(at(r, i)));
+      } else {
+        for (int c = 0; c < n; ++c) absmax = std::max(absmax, std::fabs(at(p, c)));
+      }
+      const float s = absmax / 127.f;
+      want = s > 0 ? double(s) * std::round(at(p, i) / s) : 0.0;
+    }
+  return out;
+}
+
+// dot_rows / weighted_rows on `k` / `v` against float64 sums of their decoded values, and
+// the scalar definitions agree.
+void expect_sums_of_decoded(const KvRows& k, const std::vector<double>& keys, const KvRows& v,
+                            const std::vector<double>& values, int count, int n,
+                            std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> q(n), w(count);
+  for (float& x : q) x = normal(rng);
+  for (float& x : w) x = normal(rng);
+  std::vector<float> scores(count + 1, -1.f), y(n + 1, -1.f);
+  dot_rows(q.data(), k, count, n, 8.f, scores.data());
+  weighted_rows(w.data(), v, count, n, false, y.data());
+  for (int p = 0; p < count; ++p) {
+    double want = 0, magnitude = 0;
+    for (int i = 0; i < n; ++i) {
+      want += q[i] * keys[std::size_t(p) * n + i];
+      magnitude += std::fabs(q[i] * keys[std::size_t(p) * n + i]);
+    }
+    ASSERT_NEAR(scores[p], want / 8, 1e-6 * (magnitude + 1)) << n << " row " << p;
+  }
+  EXPECT_EQ(scores[count], -1.f);
+  for (int i = 0; i < n; ++i) {
+    double want = 0, magnitude = 0;
+    for (int p = 0; p < count; ++p) {
+      want += w[p] * values[std::size_t(p) * n + i];
+      magnitude += std::fabs(w[p] * values[std::size_t(p) * n + i]);
+    }
+    ASSERT_NEAR(y[i], want, 1e-6 * (magnitude + 1)) << n << " column " << i;
+  }
+  EXPECT_EQ(y[n], -1.f);
+  std::vector<float> ref_scores(count), ref_y(n);
+  dot_rows_reference(q.data(), k, count, n, 8.f, ref_scores.data());
+  weighted_rows_reference(w.data(), v, count, n, false, ref_y.data());
+  for (int p = 0; p < count; ++p)
+    ASSERT_NEAR(ref_scores[p], scores[p], 1e-5 * (1 + std::fabs(scores[p])));
+  for (int i = 0; i < n; ++i) ASSERT_NEAR(ref_y[i], y[i], 1e-5 * (1 + std::fabs(y[i])));
+}
+
+// The cache's bf16 and int8 rows, as a query at the last stored position reads them:
+// kv_value and decode_rows give what the type's definition gives (expected_rows), and
+// dot_rows / weighted_rows on them match float64 sums of those values, every length
+// tail, 1 to 70 positions (int8: rounded groups, then the query's own exact ones).
 TEST(VectorKernels, QuantizedCacheRowsMatchFloat64OfTheirDecodedValues) {
   std::mt19937 rng(53);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (const KvType type : {KvType::int8, KvType::bf16})
     for (int n = 1; n <= 160; n += (n < 40 ? 1 : 11))
-      for (int count : {1, 3, 4, 9, 33}) {
+      for (int count : {1, 3, 4, 9, 33, 64, 70}) {
         KvCache cache(1, count, 1, n, type);
-        std::vector<float> rows(std::size_t(count) * n), q(n), w(count);
-        for (float& x : rows) x = normal(rng);
-        for (float& x : q) x = normal(rng);
-        for (float& x : w) x = normal(rng);
+        std::vector<float> keys(std::size_t(count) * n), values(keys.size());
+        for (float& x : keys) x = normal(rng);
+        for (float& x : values) x = 3.f * normal(rng);
+        cache.begin_rows(0);
         for (int p = 0; p < count; ++p)
-          cache.store(0, p, rows.data() + std::size_t(p) * n, rows.data() + std::size_t(p) * n);
-        std::vector<double> decoded(rows.size());
-        for (int p = 0; p < count; ++p) {
-          const float* row = rows.data() + std::size_t(p) * n;
-          float absmax = 0;
-          for (int i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(row[i]));
-          const float s = absmax / 127.f;
-          for (int i = 0; i < n; ++i) {
-            double want;
-            if (type == KvType::int8) {
-              want = double(s) * std::round(row[i] / s);
-            } else {
-              std::uint32_t bits = std::bit_cast<std::uint32_t>(row[i]);
-              bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-              want = std::bit_cast<float>(bits);
-            }
-            decoded[std::size_t(p) * n + i] = want;
-            ASSERT_NEAR(kv_value(cache.keys(0, 0), p, i), want, 1e-7 * std::fabs(want))
-                << n << " row " << p;
-          }
-        }
+          cache.store(0, 0, p, keys.data() + std::size_t(p) * n,
+                      values.data() + std::size_t(p) * n);
+        const KvRows k = cache.keys(0, 0, 0, count - 1), v = cache.values(0, 0, 0, count - 1);
+        const std::vector<double> want_k = expected_rows(type, true, keys, count, n);
+        const std::vector<double> want_v = expected_rows(type, false, values, count, n);
         std::vector<float> block(std::size_t(count) * n);
-        decode_rows(cache.keys(0, 0), count, n, block.data());
-        for (int p = 0; p < count; ++p)
-          for (int i = 0; i < n; ++i)
-            ASSERT_EQ(block[std::size_t(p) * n + i], kv_value(cache.keys(0, 0), p, i)) << n;
-        std::vector<float> scores(count + 1, -1.f), y(n + 1, -1.f);
-        dot_rows(q.data(), cache.keys(0, 0), count, n, 8.f, scores.data());
-        weighted_rows(w.data(), cache.values(0, 0), count, n, false, y.data());
+        for (const auto& [rows, want] : {std::pair{k, &want_k}, std::pair{v, &want_v}}) {
+          for (int p = 0; p < count; ++p)
+            for (int i = 0; i < n; ++i) {
+              const double x = (*want)[std::size_t(p) * n + i];
+              ASSERT_NEAR(kv_value(rows, p, i), x, 1e-7 * std::fabs(x)) << n << " row " << p;
+            }
+          decode_rows(rows, count, n, block.data());
+          for (int p = 0; p < count; ++p)
+            for (int i = 0; i < n; ++i)
+              ASSERT_EQ(block[std::size_t(p) * n + i], kv_value(rows, p, i)) << n;
+        }
+        expect_sums_of_decoded(k, want_k, v, want_v, count, n, rng);
+        cache.end_rows(0);
+        if (type != KvType::int8) continue;
+        // The plain int8 form (one scale a row, no exact rows), which the kernels read
+        // without decoding.
+        std::vector<std::int8_t> q(keys.size());
+        std::vector<float> scales(count);
+        std::vector<double> decoded(keys.size());
         for (int p = 0; p < count; ++p) {
-          double want = 0, magnitude = 0;
+          float absmax = 0;
+          for (int i = 0; i < n; ++i)
+            absmax = std::max(absmax, std::fabs(keys[std::size_t(p) * n + i]));
+          scales[p] = absmax / 127.f;
           for (int i = 0; i < n; ++i) {
-            want += q[i] * decoded[std::size_t(p) * n + i];
-            magnitude += std::fabs(q[i] * decoded[std::size_t(p) * n + i]);
+            const std::size_t at = std::size_t(p) * n + i;
+            q[at] = static_cast<std::int8_t>(std::round(keys[at] / scales[p]));
+            decoded[at] = double(scales[p]) * q[at];
           }
-          ASSERT_NEAR(scores[p], want / 8, 1e-6 * (magnitude + 1)) << n << " row " << p;
         }
-        EXPECT_EQ(scores[count], -1.f);
-        for (int i = 0; i < n; ++i) {
-          double want = 0, magnitude = 0;
-          for (int p = 0; p < count; ++p) {
-            want += w[p] * decoded[std::size_t(p) * n + i];
-            magnitude += std::fabs(w[p] * decoded[std::size_t(p) * n + i]);
-          }
-          ASSERT_NEAR(y[i], want, 1e-6 * (magnitude + 1)) << n << " column " << i;
-        }
-        EXPECT_EQ(y[n], -1.f);
-        // The scalar definitions agree too.
-        std::vector<float> ref_scores(count), ref_y(n);
-        dot_rows_reference(q.data(), cache.keys(0, 0), count, n, 8.f, ref_scores.data());
-        weighted_rows_reference(w.data(), cache.values(0, 0), count, n, false, ref_y.data());
-        for (int p = 0; p < count; ++p)
-          ASSERT_NEAR(ref_scores[p], scores[p], 1e-5 * (1 + std::fabs(scores[p])));
-        for (int i = 0; i < n; ++i) ASSERT_NEAR(ref_y[i], y[i], 1e-5 * (1 + std::fabs(y[i])));
+        const KvRows plain{KvType::int8, q.data(), scales.data(), n};
+        ASSERT_TRUE(plain.plain());
+        expect_sums_of_decoded(plain, decoded, plain, decoded, count, n, rng);
       }
 }
 
@@ -192,7 +252,12 @@ TEST(KvCache, BytesPerTypeAndBlocksOfQuantizedRowsGiveTheSameFloats) {
       int8(2, 10, 3, 64, KvType::int8);
   EXPECT_EQ(f32.bytes(), 2u * 2 * 10 * 3 * 64 * 4);
   EXPECT_EQ(bf16.bytes() * 2, f32.bytes());
-  EXPECT_EQ(int8.bytes(), 2u * 2 * 10 * 3 * (64 + 4));  // a quarter, plus a scale per row
+  // A quarter, plus a scale per value row, one per key channel and group, and the f32
+  // residual (32 rows a layer and head) and staging (31 + 10 rows a head), keys and values.
+  EXPECT_EQ(int8.bytes(), 2u * 2 * 10 * 3 * 64 + 4 * (2 * 10 * 3 + 2 * 3 * 64) +
+                              4 * 2 * (2 * 3 * 32 * 64 + 3 * 41 * 64));
+  const KvCache long_int8(22, 2048, 4, 64, KvType::int8), long_f32(22, 2048, 4, 64);
+  EXPECT_LT(double(long_int8.bytes()) / double(long_f32.bytes()), 0.3);
   EXPECT_THROW(parse_kv_type("int4"), Error);
   std::mt19937 rng(59);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -200,23 +265,110 @@ TEST(KvCache, BytesPerTypeAndBlocksOfQuantizedRowsGiveTheSameFloats) {
     const int n = 72, count = 70;
     KvCache cache(1, count, 1, n, type);
     std::vector<float> row(n), q(n), w(count);
+    cache.begin_rows(0);
     for (int p = 0; p < count; ++p) {
       for (float& x : row) x = normal(rng);
-      cache.store(0, p, row.data(), row.data());
+      cache.store(0, 0, p, row.data(), row.data());
     }
     for (float& x : q) x = normal(rng);
     for (float& x : w) x = normal(rng);
+    const KvRows keys = cache.keys(0, 0, 0, count - 1), values = cache.values(0, 0, 0, count - 1);
     std::vector<float> whole(count), blocked(count), y_whole(n), y_blocked(n);
-    dot_rows(q.data(), cache.keys(0, 0), count, n, 8.f, whole.data());
-    weighted_rows(w.data(), cache.values(0, 0), count, n, false, y_whole.data());
-    for (int p0 = 0; p0 < count; p0 += 32) {
-      const int m = std::min(32, count - p0);
-      dot_rows(q.data(), cache.keys(0, 0).from(p0), m, n, 8.f, blocked.data() + p0);
-      weighted_rows(w.data() + p0, cache.values(0, 0).from(p0), m, n, p0 > 0, y_blocked.data());
+    dot_rows(q.data(), keys, count, n, 8.f, whole.data());
+    weighted_rows(w.data(), values, count, n, false, y_whole.data());
+    for (int p0 = 0; p0 < count; p0 += 20) {
+      const int m = std::min(20, count - p0);
+      dot_rows(q.data(), keys.from(p0), m, n, 8.f, blocked.data() + p0);
+      weighted_rows(w.data() + p0, values.from(p0), m, n, p0 > 0, y_blocked.data());
     }
     EXPECT_EQ(whole, blocked);
     EXPECT_EQ(y_whole, y_blocked);
+    cache.end_rows(0);
   }
+}
+
+// Every query position of an int8 cache sees the same floats however the rows were
+// batched: one position a call, calls of 7, one call of all, and two sequences stored
+// interleaved in the same calls. Going back into the open group reads its rows exactly;
+// going back into a rounded group reads its earlier rows as their int8 values.
+TEST(KvCache, Int8RowsSeenByAQueryDoNotDependOnTheBatching) {
+  constexpr int n = 24, count = 100, heads = 2, layers = 2;
+  std::mt19937 rng(61);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> keys(std::size_t(count) * heads * n), values(keys.size());
+  for (float& x : keys) x = normal(rng);
+  for (float& x : values) x = normal(rng);
+  auto key_row = [&](int p) { return keys.data() + std::size_t(p) * heads * n; };
+  auto value_row = [&](int p) { return values.data() + std::size_t(p) * heads * n; };
+  // What each query position sees: keys then values of both heads, decoded, per layer.
+  using Seen = std::vector<std::vector<float>>;
+  auto seen_at = [&](const KvCache& cache, int layer, int sequence, int p) {
+    std::vector<float> out;
+    for (int h = 0; h < heads; ++h)
+      for (const KvRows& rows :
+           {cache.keys(layer, h, sequence, p), cache.values(layer, h, sequence, p)}) {
+        std::vector<float> block(std::size_t(p + 1) * n);
+        decode_rows(rows, p + 1, n, block.data());
+        out.insert(out.end(), block.begin(), block.end());
+      }
+    return out;
+  };
+  auto batched = [&](int call_rows, int sequences) {
+    std::vector<Seen> seen(std::size_t(sequences), Seen(std::size_t(layers) * count));
+    KvCache cache(layers, count, heads, n, KvType::int8, sequences, call_rows);
+    for (int first = 0; first < count; first += call_rows)
+      for (int layer = 0; layer < layers; ++layer) {
+        const int last = std::min(count, first + call_rows);
+        cache.begin_rows(layer);
+        for (int p = first; p < last; ++p)
+          for (int s = 0; s < sequences; ++s) cache.store(layer, s, p, key_row(p), value_row(p));
+        for (int p = first; p < last; ++p)
+          for (int s = 0; s < sequences; ++s)
+            seen[std::size_t(s)][std::size_t(layer) * count + p] = seen_at(cache, layer, s, p);
+        cache.end_rows(layer);
+      }
+    return seen;
+  };
+  const Seen one_by_one = batched(1, 1)[0];
+  for (const auto& [call_rows, sequences] : {std::pair{7, 1}, {count, 1}, {7, 2}, {count, 3}})
+    for (const Seen& seen : batched(call_rows, sequences))
+      EXPECT_EQ(seen, one_by_one) << call_rows << " rows a call, " << sequences << " sequences";
+
+  // Back into the open group (positions 96..99 of 128): rows 96.. are still exact.
+  KvCache cache(1, 128, heads, n, KvType::int8, 1, count);
+  cache.begin_rows(0);
+  for (int p = 0; p < count; ++p) cache.store(0, 0, p, key_row(p), value_row(p));
+  const std::vector<float> rounded_at_99 = seen_at(cache, 0, 0, 99);
+  cache.end_rows(0);
+  cache.begin_rows(0);
+  cache.store(0, 0, 98, key_row(98), value_row(98));
+  EXPECT_EQ(seen_at(cache, 0, 0, 98), one_by_one[98]);
+  cache.end_rows(0);
+  // Back into rounded group 1 (32..63) at 40: rows 32..39 as their int8 values, as a
+  // query after the group saw them.
+  cache.begin_rows(0);
+  cache.store(0, 0, 40, key_row(40), value_row(40));
+  const std::vector<float> at_40 = seen_at(cache, 0, 0, 40);
+  for (int h = 0; h < heads; ++h)
+    for (int part = 0; part < 2; ++part) {  // keys, values
+      const std::size_t from = (std::size_t(h) * 2 + part) * 41 * n;
+      const std::size_t from_99 = (std::size_t(h) * 2 + part) * 100 * n;
+      for (int p = 0; p < 40; ++p)
+        for (int i = 0; i < n; ++i)
+          ASSERT_EQ(at_40[from + std::size_t(p) * n + i],
+                    rounded_at_99[from_99 + std::size_t(p) * n + i])
+              << "head " << h << " part " << part << " row " << p;
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(at_40[from + 40u * n + i], (part == 0 ? key_row(40) : value_row(40))[h * n + i]);
+    }
+  cache.end_rows(0);
+  // Out of order within a call, and reads outside the call, are errors.
+  cache.begin_rows(0);
+  cache.store(0, 0, 10, key_row(10), value_row(10));
+  EXPECT_THROW(cache.store(0, 0, 12, key_row(12), value_row(12)), Error);
+  EXPECT_THROW(cache.keys(0, 0, 0, 11), Error);
+  cache.end_rows(0);
+  EXPECT_THROW(cache.keys(0, 0, 0, 10), Error);
 }
 
 }  // namespace
