@@ -15,7 +15,8 @@
 //   values, per token   as keys per token (KIVI quantizes values per token too)
 //
 // rounded q = clamp(round_half_away(x / s), -127, 127), stored as s * q in an f32 cache:
-// the same floats as the int8 cache's decode. The reference is the same model with the
+// the same floats as the int8 cache's decode (the cache itself also rounds q for its
+// integer q.k: vector_kernels.h). The reference is the same model with the
 // f32 cache, also decoded token by token; the scores are model/runtime/perplexity.h's.
 #include <algorithm>
 #include <cmath>
@@ -167,7 +168,7 @@ void run(const Args& a) {
 
   {  // The int8 cache itself.
     auto int8 = open(KvType::int8);
-    report("--kv int8 (keys per channel, 32-position groups, residual)",
+    report("--kv int8 (KIVI keys, residual 32, integer q.k)",
            decoded_logits(*int8->executor, buffer, {}));
   }
   auto f32 = open(KvType::f32);

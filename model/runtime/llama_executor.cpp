@@ -302,11 +302,16 @@ void LlamaExecutor::attention(int layer, int rows) {
         decode_rows(rows.from(p0), n, head_dim, decoded);
         return KvRows{KvType::f32, decoded, nullptr, head_dim};
       };
-      for (int p0 = 0; p0 < count; p0 += block) {
-        const int n = std::min(block, count - p0);
-        const KvRows k = rows_of(keys, p0, n);
+      if (keys.channel_scales != nullptr) {  // int8 keys: integer q.k, no decoding
         for (int h = 0; h < heads; ++h)
-          dot_rows(q + h * head_dim, k, n, head_dim, scale, head_scores(h) + p0);
+          dot_rows_int8_keys(q + h * head_dim, keys, count, head_dim, scale, head_scores(h));
+      } else {
+        for (int p0 = 0; p0 < count; p0 += block) {
+          const int n = std::min(block, count - p0);
+          const KvRows k = rows_of(keys, p0, n);
+          for (int h = 0; h < heads; ++h)
+            dot_rows(q + h * head_dim, k, n, head_dim, scale, head_scores(h) + p0);
+        }
       }
       for (int h = 0; h < heads; ++h) softmax(head_scores(h), count);
       for (int p0 = 0; p0 < count; p0 += block) {

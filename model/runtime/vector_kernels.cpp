@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "jit/base/error.h"
 #include "jit/base/half_float.h"
 #include "jit/cpu/cpu_info.h"
 
@@ -199,6 +200,156 @@ __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
 }
 
 }  // namespace
+
+namespace {
+
+// sum_c a[c] * k[c] of int8 vectors (|a|, |k| <= 127), exact: |a| as u8 times k with a's
+// sign as s8 (vpmaddubsw: pairs <= 2 * 127 * 127, no saturation), pairs to int32 (vpmaddwd).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i int8_products(__m256i abs_a,
+                                                                                __m256i a,
+                                                                                __m256i k) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(k, a)),
+                           _mm256_set1_epi16(1));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline std::int32_t horizontal_sum(__m256i v) {
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+}
+
+// Rows [0, count) of int8 `rows` (n a multiple of 32) against int8 `a`, int32 sums; four
+// rows at a time, their sums reduced together (hadd, hadd, low + high half).
+__attribute__((target("avx2,fma"))) void int8_dots_avx2(const std::int8_t* a,
+                                                        const std::int8_t* rows,
+                                                        std::int64_t stride, int count, int n,
+                                                        std::int32_t* dots) {
+  int p = 0;
+  for (; p + 4 <= count; p += 4) {
+    const std::int8_t* row = rows + p * stride;
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int i = 0; i < n; i += 32) {
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      const __m256i abs_a = _mm256_abs_epi8(av);
+      const std::int8_t* k = row + i;  // rows stride bytes apart
+      const __m256i k0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k));
+      const __m256i k1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + stride));
+      const __m256i k2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 2 * stride));
+      const __m256i k3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 3 * stride));
+      s0 = _mm256_add_epi32(s0, int8_products(abs_a, av, k0));
+      s1 = _mm256_add_epi32(s1, int8_products(abs_a, av, k1));
+      s2 = _mm256_add_epi32(s2, int8_products(abs_a, av, k2));
+      s3 = _mm256_add_epi32(s3, int8_products(abs_a, av, k3));
+    }
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dots + p),
+                     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+  }
+  for (; p < count; ++p) {
+    const std::int8_t* row = rows + p * stride;
+    __m256i acc = _mm256_setzero_si256();
+    for (int i = 0; i < n; i += 32) {
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+      const __m256i kv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + i));
+      acc = _mm256_add_epi32(acc, int8_products(_mm256_abs_epi8(av), av, kv));
+    }
+    dots[p] = horizontal_sum(acc);
+  }
+}
+
+void int8_dots(const std::int8_t* a, const std::int8_t* rows, std::int64_t stride, int count, int n,
+               std::int32_t* dots) {
+  if (use_avx2() && n % 32 == 0) return int8_dots_avx2(a, rows, stride, count, n, dots);
+  for (int p = 0; p < count; ++p) {
+    std::int32_t sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::int32_t(a[i]) * rows[p * stride + i];
+    dots[p] = sum;
+  }
+}
+
+// 8 values of q * s / t, rounded to the nearest integer (even on ties: MXCSR's default).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i rounded8(const float* q,
+                                                                           const float* s, __m256 t,
+                                                                           int c) {
+  const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(s + c));
+  return _mm256_cvtps_epi32(_mm256_div_ps(y, t));
+}
+
+// y = q * s, t = max|y| / 127, a = nearest-even(y / t): 8 lanes (n a multiple of 8); the
+// same IEEE operations as the scalar form, so the same bytes.
+__attribute__((target("avx2,fma"))) float quantize_query_avx2(const float* q, const float* s, int n,
+                                                              std::int8_t* a) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  __m256 absmax8 = _mm256_setzero_ps();
+  for (int c = 0; c < n; c += 8)
+    absmax8 = _mm256_max_ps(absmax8, _mm256_andnot_ps(sign, _mm256_mul_ps(_mm256_loadu_ps(q + c),
+                                                                          _mm256_loadu_ps(s + c))));
+  const float t = horizontal_max(absmax8) / 127.f;
+  if (!(t > 0.f)) {
+    std::fill(a, a + n, std::int8_t{0});
+    return t;
+  }
+  const __m256 t8 = _mm256_set1_ps(t);
+  int c = 0;
+  // 32 at a time: packs to s16 then s8 (saturating, so also the clamp) interleave the
+  // 128-bit lanes as [0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31]; the dword permute
+  // puts them back in order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (; c + 32 <= n; c += 32) {
+    const __m256i lo = _mm256_packs_epi32(rounded8(q, s, t8, c), rounded8(q, s, t8, c + 8));
+    const __m256i hi = _mm256_packs_epi32(rounded8(q, s, t8, c + 16), rounded8(q, s, t8, c + 24));
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(lo, hi), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + c),
+                        _mm256_max_epi8(bytes, _mm256_set1_epi8(-127)));
+  }
+  alignas(32) std::int32_t tail[8];
+  for (; c < n; c += 8) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tail), rounded8(q, s, t8, c));
+    for (int j = 0; j < 8; ++j) a[c + j] = static_cast<std::int8_t>(std::clamp(tail[j], -127, 127));
+  }
+  return t;
+}
+
+}  // namespace
+
+QuantizedQuery quantize_query(const float* q, const float* channel_scales, int n, std::int8_t* a) {
+  if (use_avx2() && n % 8 == 0) return {quantize_query_avx2(q, channel_scales, n, a)};
+  float absmax = 0.f;
+  for (int c = 0; c < n; ++c) absmax = std::max(absmax, std::abs(q[c] * channel_scales[c]));
+  const float t = absmax / 127.f;
+  for (int c = 0; c < n; ++c)
+    a[c] = static_cast<std::int8_t>(
+        t > 0.f ? std::clamp(std::nearbyint(q[c] * channel_scales[c] / t), -127.f, 127.f) : 0.f);
+  return {t};
+}
+
+void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float divisor,
+                        float* scores) {
+  constexpr int kMaxDim = 1024;
+  QF_REQUIRE(k.type == KvType::int8 && k.channel_scales != nullptr && n <= kMaxDim,
+             "dot_rows_int8_keys: int8 keys with channel scales, head_dim <= ", kMaxDim);
+  alignas(32) std::int8_t a[kMaxDim];
+  std::int32_t dots[64];
+  const auto* data = static_cast<const std::int8_t*>(k.data);
+  int p = 0;
+  while (p < count) {
+    const std::int64_t position = k.position + p;
+    if (position >= k.exact_from) {  // the query's own group: exact f32 rows
+      const KvRows exact{KvType::f32, k.exact + (position - k.exact_from) * k.stride, nullptr,
+                         k.stride};
+      return dot_rows(q, exact, count - p, n, divisor, scores + p);
+    }
+    // The rest of this group (and of the rounded rows), 64 rows at a time at most.
+    const std::int64_t group_end = (position / k.group + 1) * k.group;
+    const int rows = static_cast<int>(
+        std::min<std::int64_t>({group_end - position, k.exact_from - position, count - p, 64}));
+    const QuantizedQuery query =
+        quantize_query(q, k.channel_scales + position / k.group * k.stride, n, a);
+    int8_dots(a, data + p * k.stride, k.stride, rows, n, dots);
+    for (int r = 0; r < rows; ++r) scores[p + r] = query.scale * float(dots[r]) / divisor;
+    p += rows;
+  }
+}
 
 void dot_rows(const float* q, const KvRows& k, int count, int n, float divisor, float* scores) {
   if (use_avx2() && k.plain()) {

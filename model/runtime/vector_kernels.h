@@ -36,6 +36,21 @@ void dot_rows_reference(const float* q, const KvRows& k, int count, int n, float
                         float* scores);
 void weighted_rows_reference(const float* w, const KvRows& v, int count, int n, bool accumulate,
                              float* y);
+// int8 keys with per-channel scales (KIVI, kv_rows.h) without decoding them: for the rows
+// of each rounded group g, q is scaled by the group's channel scales and rounded to int8,
+//
+//   a[c] = nearest-even(q[c] s_g[c] / t),  t = max_c |q[c] s_g[c]| / 127   (quantize_query)
+//   scores[p] = t * (sum_c a[c] k_q[p][c]) / divisor                   (int32 sum, exact)
+//
+// so the q.k of the int8 rows is an integer dot product (vpmaddubsw with AVX2); rows
+// from exact_from on are the f32 dot_rows. The rounding of q is the only difference
+// from decoding the keys.
+struct QuantizedQuery {
+  float scale;  // t
+};
+QuantizedQuery quantize_query(const float* q, const float* channel_scales, int n, std::int8_t* a);
+void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float divisor,
+                        float* scores);
 // Rows [0, count) of `rows` (n values each) decoded to f32, row-major, into `out`.
 void decode_rows(const KvRows& rows, int count, int n, float* out);
 // Value i of row p, decoded.

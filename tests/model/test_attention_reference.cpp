@@ -86,7 +86,28 @@ struct CacheRounding {
   int group = 0;
   void (*group_keys)(double*, int rows, int n) = nullptr;
   void (*group_values)(double*, int rows, int n) = nullptr;
+  // And q . k of those keys as an integer sum (vector_kernels.h: dot_rows_int8_keys): q
+  // times the group's channel scales s, rounded to int8 with t = max|q s| / 127, against
+  // the keys' integers k / s: t * sum_c round(q_c s_c / t) round(k_c / s_c).
+  bool integer_scores = false;
 };
+
+// That integer q . k of one kv head's keys, rows `first`.. of a rounded group of `count`.
+double integer_score(const double* q, const std::vector<Vector>& keys, std::size_t offset,
+                     int first, int count, int p, int head_dim) {
+  double t = 0, dot = 0;
+  std::vector<double> s(std::size_t(head_dim), 0.0);
+  for (int c = 0; c < head_dim; ++c) {
+    for (int r = first; r < first + count; ++r)
+      s[c] = std::max(s[c], std::fabs(keys[std::size_t(r)][offset + c]) / 127);
+    t = std::max(t, std::fabs(q[c] * s[c]) / 127);
+  }
+  for (int c = 0; c < head_dim; ++c) {
+    if (s[c] == 0 || t == 0) continue;
+    dot += std::nearbyint(q[c] * s[c] / t) * std::round(keys[std::size_t(p)][offset + c] / s[c]);
+  }
+  return t * dot;
+}
 
 // Logits of every position of `tokens`, each position seeing positions 0..itself,
 // through a cache that rounds as `rounding` says.
@@ -156,7 +177,11 @@ std::vector<Vector> reference_logits(const Weights& w, const test::TinyLlama& m,
         const std::size_t qo = std::size_t(h * head_dim), ko = std::size_t(h / group * head_dim);
         Vector score(pos + 1);
         for (std::size_t p = 0; p <= pos; ++p) {
-          for (int i = 0; i < head_dim; ++i) score[p] += q[qo + i] * key(p)[ko + i];
+          if (rounding.integer_scores && int(p) < own_group)
+            score[p] =
+                integer_score(q.data() + qo, keys[l], ko, int(p) / g * g, g, int(p), head_dim);
+          else
+            for (int i = 0; i < head_dim; ++i) score[p] += q[qo + i] * key(p)[ko + i];
           score[p] /= std::sqrt(double(head_dim));
         }
         const double top = *std::max_element(score.begin(), score.end());
@@ -347,7 +372,7 @@ TEST(AttentionReference, QuantizedCachesMatchFloat64WithTheSameRounding) {
       for (int p = 0; p < kPositions; ++p) tokens[p] = (p * 5 + 1) % spec.vocab;
       CacheRounding rounding;
       if (kv == KvType::int8)
-        rounding = {nullptr, KvCache::kGroup, round_int8_per_channel, round_int8_per_row};
+        rounding = {nullptr, KvCache::kGroup, round_int8_per_channel, round_int8_per_row, true};
       else
         rounding.row = round_bf16;
       const std::vector<Vector> want = reference_logits(weights, spec, tokens, rounding);

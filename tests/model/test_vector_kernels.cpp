@@ -247,6 +247,62 @@ TEST(VectorKernels, QuantizedCacheRowsMatchFloat64OfTheirDecodedValues) {
       }
 }
 
+// The integer q . k of int8 keys (dot_rows_int8_keys): the query of each rounded group
+// is the definition's int8 vector (same float operations: the same bytes), each score is
+// t * (exact integer sum) / divisor bit for bit, the own group's exact rows match float64;
+// every head_dim tail, 1 to 100 positions, read from every block start.
+TEST(VectorKernels, IntegerDotOfInt8KeysIsTheRoundedQueryTimesTheStoredIntegers) {
+  std::mt19937 rng(67);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (int n : {8, 16, 24, 32, 40, 64, 96, 128})
+    for (int count : {1, 31, 32, 33, 64, 100}) {
+      KvCache cache(1, count, 1, n, KvType::int8);
+      std::vector<float> keys(std::size_t(count) * n), q(n);
+      for (float& x : keys) x = normal(rng);
+      for (int i = 0; i < n; ++i) q[i] = (i % 7 == 3 ? 20.f : 1.f) * normal(rng);  // outliers
+      cache.begin_rows(0);
+      for (int p = 0; p < count; ++p)
+        cache.store(0, 0, p, keys.data() + std::size_t(p) * n, keys.data() + std::size_t(p) * n);
+      const KvRows k = cache.keys(0, 0, 0, count - 1);
+      const int own_group = (count - 1) / KvCache::kGroup * KvCache::kGroup;
+      std::vector<float> want(count);
+      for (int p = 0; p < count; ++p) {
+        if (p >= own_group) {
+          double sum = 0;
+          for (int i = 0; i < n; ++i) sum += double(q[i]) * keys[std::size_t(p) * n + i];
+          want[p] = float(sum / 8);
+          continue;
+        }
+        const float* s = k.channel_scales + std::size_t(p / KvCache::kGroup) * n;
+        float absmax = 0;
+        for (int i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(q[i] * s[i]));
+        const float t = absmax / 127.f;
+        std::vector<std::int8_t> a(n), got(n);
+        for (int i = 0; i < n; ++i) a[i] = std::int8_t(std::nearbyint(q[i] * s[i] / t));
+        ASSERT_EQ(quantize_query(q.data(), s, n, got.data()).scale, t);
+        ASSERT_EQ(got, a) << n;
+        std::int64_t dot = 0;
+        for (int i = 0; i < n; ++i)
+          dot +=
+              a[i] * std::int64_t(static_cast<const std::int8_t*>(k.data)[std::size_t(p) * n + i]);
+        want[p] = t * float(dot) / 8.f;
+      }
+      for (int first : {0, 1, 4, 31, 32, 70})
+        if (first < count) {
+          std::vector<float> scores(count + 1, -1.f);
+          dot_rows_int8_keys(q.data(), k.from(first), count - first, n, 8.f, scores.data());
+          for (int p = first; p < count; ++p) {
+            if (p < own_group)
+              ASSERT_EQ(scores[p - first], want[p]) << n << " row " << p << " from " << first;
+            else
+              ASSERT_NEAR(scores[p - first], want[p], 1e-5 * (1 + std::fabs(want[p])));
+          }
+          EXPECT_EQ(scores[count - first], -1.f);
+        }
+      cache.end_rows(0);
+    }
+}
+
 TEST(KvCache, BytesPerTypeAndBlocksOfQuantizedRowsGiveTheSameFloats) {
   const KvCache f32(2, 10, 3, 64), bf16(2, 10, 3, 64, KvType::bf16),
       int8(2, 10, 3, 64, KvType::int8);
