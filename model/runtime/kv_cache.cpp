@@ -65,6 +65,7 @@ KvCache::KvCache(int layers, int positions, int kv_heads, int head_dim, KvType t
       staging_values_.assign(staging_keys_.size(), 0.f);
       staging_first_.assign(static_cast<std::size_t>(sequences), -1);
       staging_count_.assign(staging_first_.size(), 0);
+      staging_kept_.assign(staging_first_.size(), 0);
     }
   } catch (const std::bad_alloc&) {
     const double needed =
@@ -165,6 +166,7 @@ void KvCache::stage_open_rows(int layer, int sequence, int first, int position) 
   staging_count_[s] = position - first;
   const std::size_t state = static_cast<std::size_t>(layer) * sequences_ + s;
   const bool held = residual_group_[state] == first / kGroup;
+  staging_kept_[s] = held ? std::max(0, std::min(position, residual_end_[state]) - first) : 0;
   for (int h = 0; h < kv_heads_; ++h) {
     const std::size_t stage = staging_offset(h, sequence);
     const std::size_t residual = residual_offset(layer, h, sequence);
@@ -245,15 +247,16 @@ void KvCache::end_rows(int layer) {
       residual_end_[state] = 0;
       continue;
     }
+    // Rows the residual already holds (a decode step's group) are not copied again.
     const int first = group * kGroup;
-    const std::size_t staged = std::size_t(first - staging_first_[s]) * head_dim_;
-    const std::size_t floats = std::size_t(last + 1 - first) * head_dim_;
+    const int kept = first == staging_first_[s] ? staging_kept_[s] : 0;
+    const std::size_t staged = std::size_t(first - staging_first_[s] + kept) * head_dim_;
+    const std::size_t floats = std::size_t(last + 1 - first - kept) * head_dim_;
     for (int h = 0; h < kv_heads_; ++h) {
       const std::size_t from = staging_offset(h, sequence) + staged;
-      std::copy_n(staging_keys_.data() + from, floats,
-                  residual_keys_.data() + residual_offset(layer, h, sequence));
-      std::copy_n(staging_values_.data() + from, floats,
-                  residual_values_.data() + residual_offset(layer, h, sequence));
+      const std::size_t to = residual_offset(layer, h, sequence) + std::size_t(kept) * head_dim_;
+      std::copy_n(staging_keys_.data() + from, floats, residual_keys_.data() + to);
+      std::copy_n(staging_values_.data() + from, floats, residual_values_.data() + to);
     }
     residual_group_[state] = group;
     residual_end_[state] = last + 1;

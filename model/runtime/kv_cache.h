@@ -127,6 +127,7 @@ class KvCache {
   std::vector<float> staging_keys_, staging_values_;  // [kv head][sequence][staging_rows_]
   std::vector<int> staging_first_;  // [sequence]: position of staging row 0, -1: none
   std::vector<int> staging_count_;  // [sequence]
+  std::vector<int> staging_kept_;   // [sequence]: leading rows the residual holds as they are
   int staging_layer_ = -1;
 };
 
