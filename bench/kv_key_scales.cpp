@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/text_file.h"
 #include "jit/base/error.h"
 #include "model/runtime/model_session.h"
 #include "model/runtime/perplexity.h"
@@ -130,16 +131,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  QF_REQUIRE(f != nullptr, path, ": cannot open");
-  std::string text;
-  char chunk[4096];
-  for (std::size_t got; (got = std::fread(chunk, 1, sizeof chunk, f)) > 0;) text.append(chunk, got);
-  std::fclose(f);
-  return text;
-}
-
 void run(const Args& a) {
   auto open = [&](KvType kv) {
     Precision precision = parse_precision(a.quant);
@@ -149,7 +140,7 @@ void run(const Args& a) {
   auto reference = open(KvType::f32);
   const Tokenizer& tokenizer = reference->model.tokenizer;
   const std::vector<int> tokens =
-      tokenizer.encode(read_file(a.text), tokenizer.adds_bos(), /*add_eos=*/false);
+      tokenizer.encode(cli::read_text_file(a.text), tokenizer.adds_bos(), /*add_eos=*/false);
   const int vocab = reference->executor->vocab_size(), bos = tokenizer.prompt_bos_id();
   std::vector<float> reference_buffer, buffer;
   const ChunkLogits reference_logits = decoded_logits(*reference->executor, reference_buffer, {});

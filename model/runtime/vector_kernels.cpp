@@ -199,10 +199,6 @@ __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
   for (int p = vector_end; p < count; ++p) x[p] *= 1.f / sum;
 }
 
-}  // namespace
-
-namespace {
-
 // sum_c a[c] * k[c] of int8 vectors (|a|, |k| <= 127), exact: |a| as u8 times k with a's
 // sign as s8 (vpmaddubsw: pairs <= 2 * 127 * 127, no saturation), pairs to int32 (vpmaddwd).
 __attribute__((target("avx2,fma"), always_inline)) inline __m256i int8_products(__m256i abs_a,
