@@ -54,8 +54,8 @@ KvCache::KvCache(int layers, int positions, int kv_heads, int head_dim, KvType t
       groups_ = (positions + kGroup - 1) / kGroup;
       staging_rows_ = kGroup - 1 + std::min(rows_per_call, positions);
       const std::size_t heads = static_cast<std::size_t>(layers) * kv_heads * sequences;
-      key_scales_.assign(heads * groups_ * head_dim, 0.f);
-      value_scales_.assign(rows, 0.f);
+      key_scales_.assign(heads * groups_ * head_dim, 0);
+      value_scales_.assign(rows, 0);
       residual_keys_.assign(heads * kGroup * head_dim, 0.f);
       residual_values_.assign(residual_keys_.size(), 0.f);
       residual_group_.assign(static_cast<std::size_t>(layers) * sequences, -1);
@@ -68,9 +68,9 @@ KvCache::KvCache(int layers, int positions, int kv_heads, int head_dim, KvType t
       staging_kept_.assign(staging_first_.size(), 0);
     }
   } catch (const std::bad_alloc&) {
-    const double needed =
-        static_cast<double>(rows) * (2.0 * head_dim * element_bytes_ +
-                                     (type == KvType::int8 ? 4 + 4.0 * head_dim / kGroup : 0));
+    const double needed = static_cast<double>(rows) *
+                          (2.0 * head_dim * element_bytes_ +
+                           (type == KvType::int8 ? 2 * (2 + 2.0 * head_dim / kGroup) : 0));
     fail("not enough memory for the KV cache: ", positions, " positions x ", sequences,
          " sequences x ", layers, " layers x ", kv_heads, " heads (", to_string(type), ") need ",
          needed / (1 << 20), " MiB; a shorter context or an int8 cache (--kv int8) needs less");
@@ -78,17 +78,17 @@ KvCache::KvCache(int layers, int positions, int kv_heads, int head_dim, KvType t
 }
 
 std::uint64_t KvCache::bytes() const {
-  const std::size_t floats = key_scales_.size() + value_scales_.size() + residual_keys_.size() +
-                             residual_values_.size() + staging_keys_.size() +
-                             staging_values_.size();
-  return keys_.size() + values_.size() + floats * sizeof(float);
+  const std::size_t halves = key_scales_.size() + value_scales_.size();
+  const std::size_t floats = residual_keys_.size() + residual_values_.size() +
+                             staging_keys_.size() + staging_values_.size();
+  return keys_.size() + values_.size() + halves * sizeof(std::uint16_t) + floats * sizeof(float);
 }
 
 int KvCache::group_end(int group) const {
   return std::min((group + 1) * kGroup, positions_);
 }
 
-KvRows KvCache::rows(const std::vector<std::byte>& data, const float* row_scales, int layer,
+KvRows KvCache::rows(const std::vector<std::byte>& data, const std::uint16_t* row_scales, int layer,
                      int kv_head, int sequence) const {
   const std::size_t row = row_index(layer, kv_head, sequence, 0);
   KvRows out;
@@ -170,7 +170,7 @@ void KvCache::stage_open_rows(int layer, int sequence, int first, int position) 
   for (int h = 0; h < kv_heads_; ++h) {
     const std::size_t stage = staging_offset(h, sequence);
     const std::size_t residual = residual_offset(layer, h, sequence);
-    const float* channel =
+    const std::uint16_t* channel =
         key_scales_.data() + group_index(layer, h, sequence, first / kGroup) * head_dim_;
     for (int p = first; p < position; ++p) {
       float* key = staging_keys_.data() + stage + std::size_t(p - first) * head_dim_;
@@ -185,9 +185,10 @@ void KvCache::stage_open_rows(int layer, int sequence, int first, int position) 
       const std::size_t row = row_index(layer, h, sequence, p);
       const auto* k = reinterpret_cast<const std::int8_t*>(keys_.data()) + row * head_dim_;
       const auto* v = reinterpret_cast<const std::int8_t*>(values_.data()) + row * head_dim_;
+      const float value_scale = f16_to_f32(value_scales_[row]);
       for (int c = 0; c < head_dim_; ++c) {
-        key[c] = channel[c] * static_cast<float>(k[c]);
-        value[c] = value_scales_[row] * static_cast<float>(v[c]);
+        key[c] = f16_to_f32(channel[c]) * static_cast<float>(k[c]);
+        value[c] = value_scale * static_cast<float>(v[c]);
       }
     }
   }
@@ -198,6 +199,12 @@ namespace {
 std::int8_t round_to_int8(float x, float scale) {
   return static_cast<std::int8_t>(
       scale > 0.f ? std::clamp(round_half_away(x / scale), -127.f, 127.f) : 0.f);
+}
+
+// absmax / 127 as the f16 the cache keeps (at most the largest f16: values beyond
+// 127 x 65504 saturate at +-127).
+std::uint16_t f16_scale(float absmax) {
+  return f32_to_f16(std::min(absmax / 127.f, kLargestF16));
 }
 
 }  // namespace
@@ -213,20 +220,22 @@ void KvCache::round_group(int layer, int sequence, int group) {
     const std::size_t row0 = row_index(layer, h, sequence, first);
     auto* k = reinterpret_cast<std::int8_t*>(keys_.data()) + row0 * head_dim_;
     auto* v = reinterpret_cast<std::int8_t*>(values_.data()) + row0 * head_dim_;
-    float* channel = key_scales_.data() + group_index(layer, h, sequence, group) * head_dim_;
+    std::uint16_t* channel =
+        key_scales_.data() + group_index(layer, h, sequence, group) * head_dim_;
     for (int c = 0; c < head_dim_; ++c) {
       float absmax = 0.f;
       for (int p = 0; p < count; ++p) absmax = std::max(absmax, std::abs(keys[p * head_dim_ + c]));
-      channel[c] = absmax / 127.f;
+      channel[c] = f16_scale(absmax);
+      const float scale = f16_to_f32(channel[c]);
       for (int p = 0; p < count; ++p)
-        k[p * head_dim_ + c] = round_to_int8(keys[p * head_dim_ + c], channel[c]);
+        k[p * head_dim_ + c] = round_to_int8(keys[p * head_dim_ + c], scale);
     }
     for (int p = 0; p < count; ++p) {
       const float* row = values + std::size_t(p) * head_dim_;
       float absmax = 0.f;
       for (int c = 0; c < head_dim_; ++c) absmax = std::max(absmax, std::abs(row[c]));
-      const float scale = absmax / 127.f;
-      value_scales_[row0 + p] = scale;
+      value_scales_[row0 + p] = f16_scale(absmax);
+      const float scale = f16_to_f32(value_scales_[row0 + p]);
       for (int c = 0; c < head_dim_; ++c) v[p * head_dim_ + c] = round_to_int8(row[c], scale);
     }
   }

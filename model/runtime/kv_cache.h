@@ -11,9 +11,11 @@
 //   f32   the row as it is                                   4 bytes per value
 //   bf16  each value rounded to nearest-even bf16            2 bytes per value
 //   int8  KIVI's layout, over groups of kGroup positions:    1 byte per value, plus
-//           keys    q = round(k / s), s = max over the group's positions of |k[.][c]| / 127,
-//                   one f32 scale per (channel, group)       head_dim / kGroup scales a row
-//           values  q = round(v / s), s = max|row| / 127     one f32 scale per row
+//           keys    q = round(k / s), s = f16(max over the group's positions of
+//                   |k[.][c]| / 127), one per (channel, group)  head_dim / kGroup f16 a row
+//           values  q = round(v / s), s = f16(max|row| / 127)   one f16 per row
+//         (each scale rounded to f16 once, the values quantized against the rounded one:
+//         2 bytes of scale per 32 keys and per 64-value row, 0.26x f32's bytes)
 //         A group is rounded when its last position is stored; until then its rows stay
 //         f32 (the residual, kGroup rows a kv head and sequence). A query reads the groups
 //         before its own as int8 and its own group's rows exactly:
@@ -99,8 +101,8 @@ class KvCache {
            kGroup * head_dim_;
   }
   int group_end(int group) const;  // one past the group's last position
-  KvRows rows(const std::vector<std::byte>& data, const float* row_scales, int layer, int kv_head,
-              int sequence) const;
+  KvRows rows(const std::vector<std::byte>& data, const std::uint16_t* row_scales, int layer,
+              int kv_head, int sequence) const;
   float* f32_rows(std::vector<std::byte>& data, int layer, int kv_head);
   void store_row(std::vector<std::byte>& data, std::size_t row, const float* values);
   // int8
@@ -117,10 +119,10 @@ class KvCache {
   std::size_t element_bytes_;
   std::vector<std::byte> keys_, values_;
   // int8
-  int groups_ = 0;                   // per sequence
-  int staging_rows_ = 0;             // per kv head and sequence
-  std::vector<float> key_scales_;    // [layer][kv head][sequence][group][head_dim]
-  std::vector<float> value_scales_;  // one per row
+  int groups_ = 0;                           // per sequence
+  int staging_rows_ = 0;                     // per kv head and sequence
+  std::vector<std::uint16_t> key_scales_;    // f16 [layer][kv head][sequence][group][head_dim]
+  std::vector<std::uint16_t> value_scales_;  // f16, one per row
   std::vector<float> residual_keys_, residual_values_;  // [layer][kv head][sequence][kGroup]
   std::vector<int> residual_group_;  // [layer][sequence]: the group held, -1: none
   std::vector<int> residual_end_;    // [layer][sequence]: one past its last position held

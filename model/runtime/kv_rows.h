@@ -1,5 +1,6 @@
 // A run of cached key or value rows as attention reads them: `data` holds row p at
-// p * stride elements, each of `type`. int8 rows carry their scales one of two ways:
+// p * stride elements, each of `type`. int8 rows carry their scales (f16, as the GGUF
+// blocks keep theirs) one of two ways:
 //
 //   per row        x[p][c] = scales[p] * q[p][c]                          (values)
 //   per channel    x[p][c] = channel_scales[g * stride + c] * q[p][c],    (keys, KIVI)
@@ -22,10 +23,11 @@ enum class KvType : std::uint8_t { f32, bf16, int8 };
 struct KvRows {
   KvType type = KvType::f32;
   const void* data = nullptr;
-  const float* scales = nullptr;  // int8, per row
-  std::int64_t stride = 0;        // elements between rows
-  // int8, per channel: scales of the groups from position 0 on, `group` positions each.
-  const float* channel_scales = nullptr;
+  const std::uint16_t* scales = nullptr;  // int8, per row (f16 bits)
+  std::int64_t stride = 0;                // elements between rows
+  // int8, per channel: scales (f16 bits) of the groups from position 0 on, `group`
+  // positions each.
+  const std::uint16_t* channel_scales = nullptr;
   int group = 0;
   std::int64_t position = 0;  // the position of row 0
   // Rows at positions >= exact_from, as f32 (none: exact_from is the largest position).

@@ -13,15 +13,15 @@ namespace qforge {
 namespace {
 
 bool use_avx2() {
-  static const bool avx2 = cpu_info().isa.avx2 && cpu_info().isa.fma;
+  static const bool avx2 = cpu_info().isa.avx2 && cpu_info().isa.fma && cpu_info().isa.f16c;
   return avx2;
 }
 
 // Eight cached values from element `index` of rows of type T, as floats (exact: int8 and
 // bf16 widen without rounding).
 template <KvType T>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 load8(const void* base,
-                                                                       std::int64_t index) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 load8(const void* base,
+                                                                            std::int64_t index) {
   if constexpr (T == KvType::f32) {
     return _mm256_loadu_ps(static_cast<const float*>(base) + index);
   } else if constexpr (T == KvType::bf16) {
@@ -43,15 +43,16 @@ inline float element(const void* base, std::int64_t index) {
   return static_cast<float>(static_cast<const std::int8_t*>(base)[index]);
 }
 
-__attribute__((target("avx2,fma"), always_inline)) inline float horizontal_sum(__m256 v) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float horizontal_sum(__m256 v) {
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 template <KvType T>
-__attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const float* a,
-                                                                         const void* b, int n) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline float dot_avx2(const float* a,
+                                                                              const void* b,
+                                                                              int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -72,8 +73,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline float dot_avx2(const f
 // so the horizontal sum costs a quarter of what it would per row. int8 rows: each sum
 // times its row's scale, then the divisor.
 template <KvType T>
-__attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const KvRows& k, int count,
-                                                       int n, float divisor, float* scores) {
+__attribute__((target("avx2,fma,f16c"))) void dot_rows_avx2(const float* q, const KvRows& k,
+                                                            int count, int n, float divisor,
+                                                            float* scores) {
   const int vector_end = n / 8 * 8;
   const __m128 divisor4 = _mm_set1_ps(divisor);
   const std::int64_t stride = k.stride;
@@ -101,12 +103,14 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const KvR
       }
       sums = _mm_load_ps(tail);
     }
-    if constexpr (T == KvType::int8) sums = _mm_mul_ps(sums, _mm_loadu_ps(k.scales + p));
+    if constexpr (T == KvType::int8)
+      sums = _mm_mul_ps(
+          sums, _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.scales + p))));
     _mm_storeu_ps(scores + p, _mm_div_ps(sums, divisor4));
   }
   for (; p < count; ++p) {
     float sum = dot_avx2<T>(q, static_cast<const char*>(k.from(p).data), n);
-    if constexpr (T == KvType::int8) sum *= k.scales[p];
+    if constexpr (T == KvType::int8) sum *= f16_to_f32(k.scales[p]);
     scores[p] = sum / divisor;
   }
 }
@@ -114,7 +118,7 @@ __attribute__((target("avx2,fma"))) void dot_rows_avx2(const float* q, const KvR
 // y[i0 .. i0 + 8 * V) in V registers, positions added in order (int8 rows: each
 // position's weight times its row's scale).
 template <int V, KvType T>
-__attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline void weighted_block(
     const float* w, const KvRows& v, std::int64_t column, int count, bool accumulate, float* y) {
   // Fully unrolled, so acc[] lives in registers (a rolled j loop keeps it on the stack
   // and puts a store-to-load round trip in every fma's dependency chain).
@@ -123,7 +127,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
   for (int j = 0; j < V; ++j)
     acc[j] = accumulate ? _mm256_loadu_ps(y + 8 * j) : _mm256_setzero_ps();
   for (int p = 0; p < count; ++p) {
-    const float wp = T == KvType::int8 ? w[p] * v.scales[p] : w[p];
+    const float wp = T == KvType::int8 ? w[p] * f16_to_f32(v.scales[p]) : w[p];
     const __m256 weight = _mm256_set1_ps(wp);
     const std::int64_t row = p * v.stride + column;
 #pragma GCC unroll 8
@@ -135,16 +139,16 @@ __attribute__((target("avx2,fma"), always_inline)) inline void weighted_block(
 }
 
 template <KvType T>
-__attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, const KvRows& v,
-                                                            int count, int n, bool accumulate,
-                                                            float* y) {
+__attribute__((target("avx2,fma,f16c"))) void weighted_rows_avx2(const float* w, const KvRows& v,
+                                                                 int count, int n, bool accumulate,
+                                                                 float* y) {
   int i = 0;
   for (; i + 64 <= n; i += 64) weighted_block<8, T>(w, v, i, count, accumulate, y + i);
   for (; i + 8 <= n; i += 8) weighted_block<1, T>(w, v, i, count, accumulate, y + i);
   for (; i < n; ++i) {
     float sum = accumulate ? y[i] : 0.f;
     for (int p = 0; p < count; ++p) {
-      const float wp = T == KvType::int8 ? w[p] * v.scales[p] : w[p];
+      const float wp = T == KvType::int8 ? w[p] * f16_to_f32(v.scales[p]) : w[p];
       sum = std::fma(wp, element<T>(v.data, p * v.stride + i), sum);
     }
     y[i] = sum;
@@ -154,7 +158,7 @@ __attribute__((target("avx2,fma"))) void weighted_rows_avx2(const float* w, cons
 // exp(x) for x <= 0, 8 lanes: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor
 // polynomial to r^7 (truncation below 6e-9 relative), 2^n put straight into the exponent.
 // x below -87.3 is taken as -87.3 (exp = 1.2e-38, the smallest normal); NaN stays NaN.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_nonpositive(__m256 x) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256 exp_nonpositive(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(-87.3f), x);  // second operand returned for NaN
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -169,13 +173,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 exp_nonpositive
   return _mm256_mul_ps(poly, _mm256_castsi256_ps(exponent));
 }
 
-__attribute__((target("avx2,fma"))) float horizontal_max(__m256 v) {
+__attribute__((target("avx2,fma,f16c"))) float horizontal_max(__m256 v) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
 }
 
-__attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
+__attribute__((target("avx2,fma,f16c"))) void softmax_avx2(float* x, int count) {
   const int vector_end = count / 8 * 8;
   __m256 max8 = _mm256_set1_ps(-INFINITY);
   for (int p = 0; p < vector_end; p += 8) max8 = _mm256_max_ps(max8, _mm256_loadu_ps(x + p));
@@ -201,14 +205,15 @@ __attribute__((target("avx2,fma"))) void softmax_avx2(float* x, int count) {
 
 // sum_c a[c] * k[c] of int8 vectors (|a|, |k| <= 127), exact: |a| as u8 times k with a's
 // sign as s8 (vpmaddubsw: pairs <= 2 * 127 * 127, no saturation), pairs to int32 (vpmaddwd).
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i int8_products(__m256i abs_a,
-                                                                                __m256i a,
-                                                                                __m256i k) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i int8_products(__m256i abs_a,
+                                                                                     __m256i a,
+                                                                                     __m256i k) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_a, _mm256_sign_epi8(k, a)),
                            _mm256_set1_epi16(1));
 }
 
-__attribute__((target("avx2,fma"), always_inline)) inline std::int32_t horizontal_sum(__m256i v) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline std::int32_t horizontal_sum(
+    __m256i v) {
   __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
   return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
@@ -216,10 +221,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline std::int32_t horizonta
 
 // Rows [0, count) of int8 `rows` (n a multiple of 32) against int8 `a`, int32 sums; four
 // rows at a time, their sums reduced together (hadd, hadd, low + high half).
-__attribute__((target("avx2,fma"))) void int8_dots_avx2(const std::int8_t* a,
-                                                        const std::int8_t* rows,
-                                                        std::int64_t stride, int count, int n,
-                                                        std::int32_t* dots) {
+__attribute__((target("avx2,fma,f16c"))) void int8_dots_avx2(const std::int8_t* a,
+                                                             const std::int8_t* rows,
+                                                             std::int64_t stride, int count, int n,
+                                                             std::int32_t* dots) {
   int p = 0;
   for (; p + 4 <= count; p += 4) {
     const std::int8_t* row = rows + p * stride;
@@ -264,17 +269,17 @@ void int8_dots(const std::int8_t* a, const std::int8_t* rows, std::int64_t strid
 }
 
 // 8 values of q * s / t, rounded to the nearest integer (even on ties: MXCSR's default).
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i rounded8(const float* q,
-                                                                           const float* s, __m256 t,
-                                                                           int c) {
+__attribute__((target("avx2,fma,f16c"), always_inline)) inline __m256i rounded8(const float* q,
+                                                                                const float* s,
+                                                                                __m256 t, int c) {
   const __m256 y = _mm256_mul_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(s + c));
   return _mm256_cvtps_epi32(_mm256_div_ps(y, t));
 }
 
 // y = q * s, t = max|y| / 127, a = nearest-even(y / t): 8 lanes (n a multiple of 8); the
 // same IEEE operations as the scalar form, so the same bytes.
-__attribute__((target("avx2,fma"))) float quantize_query_avx2(const float* q, const float* s, int n,
-                                                              std::int8_t* a) {
+__attribute__((target("avx2,fma,f16c"))) float quantize_query_avx2(const float* q, const float* s,
+                                                                   int n, std::int8_t* a) {
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 absmax8 = _mm256_setzero_ps();
   for (int c = 0; c < n; c += 8)
@@ -319,12 +324,32 @@ QuantizedQuery quantize_query(const float* q, const float* channel_scales, int n
   return {t};
 }
 
+namespace {
+
+// n f16 values as floats (exact; 8 at a time with F16C).
+__attribute__((target("avx2,fma,f16c"))) void decode_f16_avx2(const std::uint16_t* in, int n,
+                                                              float* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
+}
+
+void decode_f16(const std::uint16_t* in, int n, float* out) {
+  if (use_avx2()) return decode_f16_avx2(in, n, out);
+  for (int i = 0; i < n; ++i) out[i] = f16_to_f32(in[i]);
+}
+
+}  // namespace
+
 void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float divisor,
                         float* scores) {
   constexpr int kMaxDim = 1024;
   QF_REQUIRE(k.type == KvType::int8 && k.channel_scales != nullptr && n <= kMaxDim,
              "dot_rows_int8_keys: int8 keys with channel scales, head_dim <= ", kMaxDim);
   alignas(32) std::int8_t a[kMaxDim];
+  float scales[kMaxDim];
   std::int32_t dots[64];
   const auto* data = static_cast<const std::int8_t*>(k.data);
   int p = 0;
@@ -339,8 +364,8 @@ void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float
     const std::int64_t group_end = (position / k.group + 1) * k.group;
     const int rows = static_cast<int>(
         std::min<std::int64_t>({group_end - position, k.exact_from - position, count - p, 64}));
-    const QuantizedQuery query =
-        quantize_query(q, k.channel_scales + position / k.group * k.stride, n, a);
+    decode_f16(k.channel_scales + position / k.group * k.stride, n, scales);
+    const QuantizedQuery query = quantize_query(q, scales, n, a);
     int8_dots(a, data + p * k.stride, k.stride, rows, n, dots);
     for (int r = 0; r < rows; ++r) scores[p + r] = query.scale * float(dots[r]) / divisor;
     p += rows;
@@ -385,14 +410,14 @@ inline const float* exact_row(const KvRows& rows, int p) {
 }
 
 // The scales of row p's channels (int8 keys), or nullptr.
-inline const float* channel_scales_of(const KvRows& rows, int p) {
+inline const std::uint16_t* channel_scales_of(const KvRows& rows, int p) {
   if (rows.channel_scales == nullptr) return nullptr;
   return rows.channel_scales + (rows.position + p) / rows.group * rows.stride;
 }
 
 template <KvType T>
-__attribute__((target("avx2,fma"))) void decode_rows_avx2(const KvRows& rows, int count, int n,
-                                                          float* out) {
+__attribute__((target("avx2,fma,f16c"))) void decode_rows_avx2(const KvRows& rows, int count, int n,
+                                                               float* out) {
   const int vector_end = n / 8 * 8;
   for (int p = 0; p < count; ++p) {
     const std::int64_t row = p * rows.stride;
@@ -402,12 +427,14 @@ __attribute__((target("avx2,fma"))) void decode_rows_avx2(const KvRows& rows, in
       continue;
     }
     if constexpr (T == KvType::int8) {
-      if (const float* channel = channel_scales_of(rows, p)) {
-        for (int i = 0; i < vector_end; i += 8)
-          _mm256_storeu_ps(
-              y + i, _mm256_mul_ps(_mm256_loadu_ps(channel + i), load8<T>(rows.data, row + i)));
+      if (const std::uint16_t* channel = channel_scales_of(rows, p)) {
+        for (int i = 0; i < vector_end; i += 8) {
+          const __m256 scale =
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(channel + i)));
+          _mm256_storeu_ps(y + i, _mm256_mul_ps(scale, load8<T>(rows.data, row + i)));
+        }
       } else {
-        const __m256 scale = _mm256_set1_ps(rows.scales[p]);
+        const __m256 scale = _mm256_set1_ps(f16_to_f32(rows.scales[p]));
         for (int i = 0; i < vector_end; i += 8)
           _mm256_storeu_ps(y + i, _mm256_mul_ps(scale, load8<T>(rows.data, row + i)));
       }
@@ -436,9 +463,9 @@ float kv_value(const KvRows& rows, int p, int i) {
     case KvType::bf16:
       return element<KvType::bf16>(rows.data, index);
     case KvType::int8:
-      if (const float* channel = channel_scales_of(rows, p))
-        return channel[i] * element<KvType::int8>(rows.data, index);
-      return rows.scales[p] * element<KvType::int8>(rows.data, index);
+      if (const std::uint16_t* channel = channel_scales_of(rows, p))
+        return f16_to_f32(channel[i]) * element<KvType::int8>(rows.data, index);
+      return f16_to_f32(rows.scales[p]) * element<KvType::int8>(rows.data, index);
     case KvType::f32:
       break;
   }

@@ -1,4 +1,4 @@
-// The f32 vector loops of the executor's attention, 8 lanes at a time with AVX2 + FMA
+// The f32 vector loops of the executor's attention, 8 lanes at a time with AVX2 + FMA + F16C
 // where the CPU has them (a scalar loop otherwise). One call covers every cached position
 // of a head, k and v rows `stride` floats apart:
 //

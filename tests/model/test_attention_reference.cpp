@@ -77,6 +77,12 @@ void add_bias(Vector& v, const Weights& w, const std::string& name) {
 }
 
 // How the cache rounds what a position reads (none: exact).
+// absmax / 127 rounded to f16 (the compiler's _Float16 conversion), as the int8 cache
+// keeps its scales.
+double f16_scale(double absmax) {
+  return double(static_cast<_Float16>(absmax / 127));
+}
+
 struct CacheRounding {
   // Each cached kv head's row (head_dim values), as it is stored.
   void (*row)(double*, int) = nullptr;
@@ -88,7 +94,7 @@ struct CacheRounding {
   void (*group_values)(double*, int rows, int n) = nullptr;
   // And q . k of those keys as an integer sum (vector_kernels.h: dot_rows_int8_keys): q
   // times the group's channel scales s, rounded to int8 with t = max|q s| / 127, against
-  // the keys' integers k / s: t * sum_c round(q_c s_c / t) round(k_c / s_c).
+  // the keys' integers k / s: t * sum_c round(q_c s_c / t) round(k_c / s_c) (s: f16).
   bool integer_scores = false;
 };
 
@@ -99,7 +105,8 @@ double integer_score(const double* q, const std::vector<Vector>& keys, std::size
   std::vector<double> s(std::size_t(head_dim), 0.0);
   for (int c = 0; c < head_dim; ++c) {
     for (int r = first; r < first + count; ++r)
-      s[c] = std::max(s[c], std::fabs(keys[std::size_t(r)][offset + c]) / 127);
+      s[c] = std::max(s[c], std::fabs(keys[std::size_t(r)][offset + c]));
+    s[c] = f16_scale(s[c]);
     t = std::max(t, std::fabs(q[c] * s[c]) / 127);
   }
   for (int c = 0; c < head_dim; ++c) {
@@ -329,12 +336,13 @@ TEST(AttentionReference, ArchitectureVariantsMatchFloat64) {
   std::filesystem::remove(path);
 }
 
-// int8: s = max|x| / 127, x -> s * round(x / s) (half away from zero), over the values of
-// each row (values) or of each channel (keys) of a group of rows.
+// int8: s = f16(max|x| / 127) (the cache keeps f16 scales), x -> s * round(x / s) (half
+// away from zero), over the values of each row (values) or of each channel (keys) of a
+// group of rows.
 void round_int8(double* x, int count, int step) {
   double absmax = 0;
   for (int i = 0; i < count; ++i) absmax = std::max(absmax, std::fabs(x[i * step]));
-  const double s = absmax / 127;
+  const double s = f16_scale(absmax);
   for (int i = 0; i < count; ++i) x[i * step] = s > 0 ? s * std::round(x[i * step] / s) : 0.0;
 }
 void round_int8_per_row(double* rows, int count, int n) {
