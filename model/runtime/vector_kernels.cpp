@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
 #include "jit/cpu/cpu_info.h"
+#include "model/format/ggml_quants.h"
 
 namespace qforge {
 namespace {
@@ -324,25 +326,6 @@ QuantizedQuery quantize_query(const float* q, const float* channel_scales, int n
   return {t};
 }
 
-namespace {
-
-// n f16 values as floats (exact; 8 at a time with F16C).
-__attribute__((target("avx2,fma,f16c"))) void decode_f16_avx2(const std::uint16_t* in, int n,
-                                                              float* out) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  for (; i < n; ++i) out[i] = f16_to_f32(in[i]);
-}
-
-void decode_f16(const std::uint16_t* in, int n, float* out) {
-  if (use_avx2()) return decode_f16_avx2(in, n, out);
-  for (int i = 0; i < n; ++i) out[i] = f16_to_f32(in[i]);
-}
-
-}  // namespace
-
 void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float divisor,
                         float* scores) {
   constexpr int kMaxDim = 1024;
@@ -364,7 +347,10 @@ void dot_rows_int8_keys(const float* q, const KvRows& k, int count, int n, float
     const std::int64_t group_end = (position / k.group + 1) * k.group;
     const int rows = static_cast<int>(
         std::min<std::int64_t>({group_end - position, k.exact_from - position, count - p, 64}));
-    decode_f16(k.channel_scales + position / k.group * k.stride, n, scales);
+    dequantize_row(
+        GgmlType::F16,
+        std::as_bytes(std::span(k.channel_scales + position / k.group * k.stride, std::size_t(n))),
+        std::span(scales, std::size_t(n)));
     const QuantizedQuery query = quantize_query(q, scales, n, a);
     int8_dots(a, data + p * k.stride, k.stride, rows, n, dots);
     for (int r = 0; r < rows; ++r) scores[p + r] = query.scale * float(dots[r]) / divisor;
