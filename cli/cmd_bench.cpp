@@ -162,6 +162,10 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   j["policy"] = policy_summary(model.weights);
   j["prefill_on_amx"] =
       std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) { return key.isa == Isa::amx; });
+  // Weight-only int4 on tiles: AMX-BF16 (tdpbf16ps), whose peak is the limit instead.
+  j["prefill_on_amx_bf16"] = std::any_of(keys.begin(), keys.end(), [](const GemmKey& key) {
+    return key.isa == Isa::amx && key.activation == ActivationKind::bf16;
+  });
   if (o.parallel > 1 && o.n_gen > 0) {
     const std::vector<double> rates =
         batched_decode_rates(session->model.weights, *session->pool, o, prompt, o.parallel);
@@ -295,6 +299,9 @@ void print_table(const std::vector<nlohmann::json>& rows) {
     if (r.contains("amx_peak_ratio"))
       std::printf("; %.3f of the tdpbsud peak (%.1f GOPS)", r["amx_peak_ratio"].get<double>(),
                   r["amx_peak_gops"].get<double>());
+    if (r.contains("amx_bf16_peak_ratio"))
+      std::printf("; %.3f of the tdpbf16ps peak (%.1f GFLOPS)",
+                  r["amx_bf16_peak_ratio"].get<double>(), r["amx_bf16_peak_gflops"].get<double>());
     std::printf("; %.3f of the %s peak (%.1f GFLOPS)", r["prefill_fma_ratio"].get<double>(),
                 r["fma_peak_instruction"].get<std::string>().c_str(),
                 r["fma_peak_gflops"].get<double>());
@@ -317,8 +324,9 @@ void bench(Options o) {
   const double peak_gops = dot_peak_gops(threads);
   const double fma_peak = fma_peak_gflops(threads);    // weight-only and f32 prefill's limit
   const double bf16_peak = bf16_peak_gflops(threads);  // bf16 weight-only's (0: not native)
-  std::string amx_missing;
+  std::string amx_missing, amx_bf16_missing;
   const double amx_peak = amx_peak_gops(threads, 2'000'000, &amx_missing);
+  const double amx_bf16_peak = amx_bf16_peak_gflops(threads, 2'000'000, &amx_bf16_missing);
   std::vector<nlohmann::json> rows;
   // One sample between consecutive children serves as the first one's "after" and the
   // next one's "before".
@@ -354,11 +362,17 @@ void bench(Options o) {
     r["bf16_peak_gflops"] = bf16_peak;
     if (bf16_peak > 0) r["prefill_bf16_ratio"] = prefill_gops / bf16_peak;
     // On AMX hosts prefill runs on tiles: its limit is the tdpbsud peak.
+    // Weight-only int4 prefill on tiles: the tdpbf16ps peak.
     r["amx_peak_gops"] = amx_peak;
-    if (r["prefill_on_amx"].get<bool>() && amx_peak > 0)
+    r["amx_bf16_peak_gflops"] = amx_bf16_peak;
+    if (r["prefill_on_amx_bf16"].get<bool>() && amx_bf16_peak > 0)
+      r["amx_bf16_peak_ratio"] = prefill_gops / amx_bf16_peak;
+    else if (r["prefill_on_amx"].get<bool>() && amx_peak > 0)
       r["amx_peak_ratio"] = prefill_gops / amx_peak;
     else
       r["amx_peak_missing"] = amx_peak > 0 ? "prefill does not run on AMX" : amx_missing;
+    if (!r.contains("amx_bf16_peak_ratio") && amx_bf16_peak <= 0)
+      r["amx_bf16_peak_missing"] = amx_bf16_missing;
     if (o.json) {
       std::printf("%s\n", r.dump().c_str());
       std::fflush(stdout);

@@ -139,8 +139,9 @@ GemmKey key_of_options(const Options& o) {
              " (int32 accumulator bound), got K = ", o.k, "; pass a group size");
   const PackedHeader header = make_packed_header(o.n, o.k, scheme_of_options(o), epilogue.swiglu);
   const ActivationKind activation = parse_activation(o.activation, "--activation");
-  QF_REQUIRE(activation == ActivationKind::s8 || isa != Isa::amx, "--activation ", o.activation,
-             ": weight-only kernels run on zmm or ymm, not on AMX tiles");
+  QF_REQUIRE(activation != ActivationKind::f32 || isa != Isa::amx, "--activation ", o.activation,
+             ": weight-only f32 kernels run on zmm or ymm, not on AMX tiles (bf16 with "
+             "--bits 4 does: tdpbf16ps)");
   GemmKey key = gemm_key_for(header, epilogue, isa, rows_of_options(o, isa), activation);
   key.blocking = blocking_of_options(o, key);
   return key;
@@ -219,15 +220,21 @@ void write_raw(const std::string& dir, const GemmKey& key, const std::vector<Cod
 
 void print_tiles(const GemmKey& key, std::int64_t m) {
   const int rows = amx_block_rows(m);
-  std::printf(
-      "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 s8 (xq), "
-      "B tmm6-7 u8 (packed rows%s); K steps of %d\n",
-      key.bits == 4   ? ", int4 unpacked on the stack"
-      : key.bits == 5 ? ", int5 unpacked on the stack"
-                      : "",
-      amx_step_k(key.group));
+  if (key.activation == ActivationKind::bf16)
+    std::printf(
+        "; tiles      blocks of R rows x 2 panels: C tmm0-3 f32, A tmm4-5 bf16 (x pairs), "
+        "B tmm6-7 bf16 pairs (int4 looked up on the stack); K steps of %d\n",
+        amx_step_k(key));
+  else
+    std::printf(
+        "; tiles      blocks of R rows x 2 panels: C tmm0-3 int32, A tmm4-5 s8 (xq), "
+        "B tmm6-7 u8 (packed rows%s); K steps of %d\n",
+        key.bits == 4   ? ", int4 unpacked on the stack"
+        : key.bits == 5 ? ", int5 unpacked on the stack"
+                        : "",
+        amx_step_k(key));
   std::printf("; tile cfg   M %lld -> R %d: %s\n", static_cast<long long>(m), rows,
-              describe_tile_config(amx_tile_config(rows, amx_step_k(key.group))).c_str());
+              describe_tile_config(amx_tile_config(rows, amx_step_bytes(key))).c_str());
   std::printf(
       ";            (the kernel holds one configuration per R = 1..%d and loads the one "
       "for its M when the thread's live configuration differs)\n",
@@ -317,7 +324,7 @@ void register_dump_asm(CLI::App& app) {
   cmd->add_option("--epilogue", o->epilogue, "Epilogue (" + std::string(kEpilogueNames) + ")");
   cmd->add_option("--activation", o->activation,
                   "Activation operand: s8 (W8A8 / W4A8, default) | f32 (weight-only) | bf16 "
-                  "(weight-only int4 on avx512-vnni: vdpbf16ps)");
+                  "(weight-only int4 on avx512-vnni: vdpbf16ps; on amx: tdpbf16ps)");
   o->mr = cmd->add_option("--mr", o->blocking.mr, "Rows per register tile (MR)");
   o->nr = cmd->add_option("--nr", o->blocking.nr, "16-column units per register tile (NR)");
   o->k_unroll = cmd->add_option("--k-unroll", o->blocking.k_unroll, "Packed rows per K step");

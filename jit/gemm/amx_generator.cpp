@@ -6,6 +6,7 @@
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/base/error.h"
+#include "jit/gemm/woq_fields.h"
 
 namespace qforge {
 
@@ -33,6 +34,8 @@ constexpr int kPackedRowBytes = 64;
 //                            step s (K steps over all groups), panel j:
 //                            [kUnpacked + (s * 2 + j) * B] = step_k / 4 rows x 64 bytes,
 //                            B = step_k / 4 * 64
+//                          (bf16: + Kp * 64, B tiles of bf16 pairs: 16 rows a step of
+//                          32 k, B = 1024)
 constexpr int kRowBytes = kAmxBlockPanels * 64;
 constexpr int kStage = 0;
 constexpr int kSums = kStage + kAmxBlockRows * kRowBytes;
@@ -45,8 +48,9 @@ constexpr int kUnpacked = (kSuper + 8 + 63) / 64 * 64;
 constexpr int kPageBytes = 4096;
 
 // Vector registers of the K loop (the store phase uses zmm0-5 and the accumulators from
-// zmm31 down, see register_budget.h).
+// zmm31 down, see register_budget.h); the bf16 unpacking's table and rows reuse them.
 const Zmm kNibbleMask(8), kLowNibbles(9), kHighNibbles(10);
+const Zmm kBf16Table(8), kPackedRow(9), kPairRow(10);
 
 bool fits_int32(std::int64_t value) {
   return value <= std::numeric_limits<std::int32_t>::max();
@@ -57,12 +61,14 @@ bool fits_int32(std::int64_t value) {
 AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeBytes, GeometryOnly{}) {
   QF_REQUIRE(key.isa == Isa::amx, "amx generator: ISA ", isa_name(key.isa),
              " is not served by this generator");
-  QF_REQUIRE(!key.weight_only(),
-             "amx generator: weight-only (f32 activation) kernels are "
-             "served by the vector generator");
-  step_k_ = amx_step_k(key.group);
+  QF_REQUIRE(!key.weight_only() || (bf16_ && key.bits == 4),
+             "amx generator: weight-only kernels on tiles take int4 weights and bf16 "
+             "activations (tdpbf16ps); the vector generator serves ",
+             kernel_name(key));
+  step_k_ = amx_step_k(key);
+  step_a_bytes_ = amx_step_bytes(key);
   QF_REQUIRE(step_k_ != 0, "amx generator: unsupported group size ", key.group,
-             " (tiles take K in steps of ", kAmxTileK, " or ", kAmxHalfTileK,
+             bf16_ ? " (bf16 tiles take K in steps of 32" : " (tiles take K in steps of 64 or 32",
              "; the zmm kernels serve it)");
   const Blocking tiles = amx_blocking(key);
   QF_REQUIRE(key.blocking == tiles, "amx generator: blocking ", key.blocking.mr, "x",
@@ -78,7 +84,8 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
   max_per_row_ = kAmxBlockPanels;
   spill_displacement_ = kSums;
 
-  const std::int64_t unpacked_bytes = key.bits != 8 ? key.k_padded * 32 : 0;
+  // Unpacked B tiles per k: 32 columns of u8, or of bf16.
+  const std::int64_t unpacked_bytes = key.bits != 8 ? key.k_padded * 32 * (bf16_ ? 2 : 1) : 0;
   QF_REQUIRE(fits_int32(kUnpacked + unpacked_bytes), "amx generator: ", kernel_name(key),
              " is too large for 32-bit offsets");
   const int frame_bytes = static_cast<int>(round_up(kUnpacked + unpacked_bytes, kPageBytes));
@@ -209,9 +216,10 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   imul(ak_, row_, static_cast<int>(a_stride_));
-  add(ak_, ptr[args_ + offsetof(GemmCallArgs, a)]);
-  imul(sums_, row_, static_cast<int>(groups_ * 4));
-  add(sums_, ptr[args_ + offsetof(GemmCallArgs, a_sums)]);
+  add(ak_, ptr[args_ + (bf16_ ? offsetof(GemmCallArgs, a_bf16) : offsetof(GemmCallArgs, a))]);
+  imul(sums_, row_, static_cast<int>(groups_ * 4));  // int32 xsum, or float (bf16)
+  add(sums_,
+      ptr[args_ + (bf16_ ? offsetof(GemmCallArgs, a_f32_sums) : offsetof(GemmCallArgs, a_sums))]);
   if (sums_out) {
     // out = c + (row * groups * Np + unit * 16 * panels_per_unit) * 4
     imul(out_, row_, static_cast<int>(groups_ * n_padded_ * 4));
@@ -267,8 +275,9 @@ void AmxGenerator::emit_block(int row_tiles, int units) {
 // One step of step_k (64 or 32) k: B tiles from the packed rows (panel j at bk_ + j * panel_bytes),
 // A tiles from the xq rows (row tile i at ak_ + i * 16 * a_stride), then the 2 x 2 products. Tile
 // memory operands are written base + stride * 1: the stride must be the SIB index.
+// bf16: 32 k, B tiles from the unpacked pairs, A tiles from the bf16 rows, f32 products.
 void AmxGenerator::emit_k_step(int row_tiles, int panels) {
-  const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
+  const int b_tile_bytes = step_a_bytes_ / 4 * kAmxTileBytes;
   if (key_.bits != 8) mov(rax, ptr[rsp + kCursor]);
   for (int j = 0; j < panels; ++j) {
     if (key_.bits == 8)
@@ -280,9 +289,13 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
   for (int i = 0; i < row_tiles; ++i)
     tileloadd(Tmm(amx_a_tile(i)), ptr[ak_ + i * kAmxTileRows * a_stride_ + tmp_ * 1]);
   for (int i = 0; i < row_tiles; ++i)
-    for (int j = 0; j < panels; ++j)
-      tdpbsud(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));  // s8 A x u8 B
-  add(ak_, step_k_);
+    for (int j = 0; j < panels; ++j) {
+      if (bf16_)
+        tdpbf16ps(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));
+      else
+        tdpbsud(Tmm(amx_c_tile(i, j)), Tmm(amx_a_tile(i)), Tmm(amx_b_tile(j)));  // s8 A x u8 B
+    }
+  add(ak_, step_a_bytes_);
   add(bk_, static_cast<int>(step_bytes_ * (step_k_ / k_per_step_)));
 }
 
@@ -290,17 +303,24 @@ void AmxGenerator::emit_k_step(int row_tiles, int panels) {
 // (high nibbles); as u8 B tile rows:
 //   B[2q][4c + i] = w[c][8q + i] & 15        B[2q + 1][4c + i] = w[c][8q + 4 + i] >> 4
 // (int5: each 32-k chunk's nibble rows, plus 16 where its bit row says so, packed_layout.h)
+// bf16: packed row q gives B rows 4q + j, j = 0..3, each column's dword the bf16 pair j
+// (woq_fields.h) looked up from its nibbles: vpermw of the row shifted by 4j words-wise.
 // Every group of the unit block's panels, once, into [kUnpacked] (layout above), before
 // its row blocks: each row block then loads B tiles as the int8 kernel does, so the
 // unpacking costs once per unit block, not once per row block. Uses bk_, kloop_, gloop_,
 // rax and tmp_ (free before the row blocks).
 void AmxGenerator::emit_unpack_panels(int units) {
   const int panels = units * panels_per_unit_;
-  const int b_tile_bytes = step_k_ / 4 * kAmxTileBytes;
+  const int b_tile_bytes = step_a_bytes_ / 4 * kAmxTileBytes;
   const int nibble_rows_per_step = step_k_ / 8;
   const std::int64_t steps_per_group = key_.group / step_k_;
-  mark(key_.bits == 5 ? "unpack int5 panels" : "unpack int4 panels");
-  vmovups(kNibbleMask, constant(kConstNibbleMask));
+  mark(bf16_            ? "unpack int4 panels to bf16 pairs"
+       : key_.bits == 5 ? "unpack int5 panels"
+                        : "unpack int4 panels");
+  if (bf16_)
+    vmovups(kBf16Table, constant(kConstBf16Nibbles));
+  else
+    vmovups(kNibbleMask, constant(kConstNibbleMask));
   imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
   add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
   lea(rax, ptr[rsp + kUnpacked]);
@@ -312,22 +332,10 @@ void AmxGenerator::emit_unpack_panels(int units) {
   L(step_loop);
   for (int j = 0; j < panels; ++j)
     for (int q = 0; q < nibble_rows_per_step; ++q) {
-      // int4: row q; int5: row q % 4 of chunk q / 4, its bits after the chunk's 4 rows
-      const std::int64_t chunk = key_.bits == 5 ? q / 4 * step_bytes_ : 0;
-      const int row = key_.bits == 5 ? q % 4 : q;
-      const std::int64_t at = j * panel_bytes_ + chunk + row * kPackedRowBytes;
-      vmovdqu32(kLowNibbles, zword[bk_ + at]);
-      vpsrlw(kHighNibbles, kLowNibbles, 4);
-      vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
-      vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
-      if (key_.bits == 5) {
-        const std::int64_t bits = j * panel_bytes_ + chunk + 4 * kPackedRowBytes + 16 * row;
-        emit_fifth_bits(kLowNibbles, bits);
-        emit_fifth_bits(kHighNibbles, bits + 8);
-      }
-      const int tile = j * b_tile_bytes;
-      vmovdqu32(zword[rax + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
-      vmovdqu32(zword[rax + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
+      if (bf16_)
+        emit_unpack_bf16_pairs(j, q);
+      else
+        emit_unpack_quads(j, q);
     }
   add(rax, kAmxBlockPanels * b_tile_bytes);
   add(bk_, static_cast<int>(step_k_ * 2 * key_.bits));
@@ -339,6 +347,43 @@ void AmxGenerator::emit_unpack_panels(int units) {
     emit_next_super_header(group_loop, /*record=*/false);  // past the headers
   else
     jnz(group_loop, T_NEAR);
+}
+
+// Packed row q of the step in panel j (int4: row q; int5: row q % 4 of chunk q / 4, its
+// bits after the chunk's 4 rows) -> u8 B rows 2q and 2q + 1 of panel j's tile at rax.
+void AmxGenerator::emit_unpack_quads(int j, int q) {
+  const int b_tile_bytes = step_a_bytes_ / 4 * kAmxTileBytes;
+  const std::int64_t chunk = key_.bits == 5 ? q / 4 * step_bytes_ : 0;
+  const int row = key_.bits == 5 ? q % 4 : q;
+  const std::int64_t at = j * panel_bytes_ + chunk + row * kPackedRowBytes;
+  vmovdqu32(kLowNibbles, zword[bk_ + at]);
+  vpsrlw(kHighNibbles, kLowNibbles, 4);
+  vpandd(kLowNibbles, kLowNibbles, kNibbleMask);
+  vpandd(kHighNibbles, kHighNibbles, kNibbleMask);
+  if (key_.bits == 5) {
+    const std::int64_t bits = j * panel_bytes_ + chunk + 4 * kPackedRowBytes + 16 * row;
+    emit_fifth_bits(kLowNibbles, bits);
+    emit_fifth_bits(kHighNibbles, bits + 8);
+  }
+  const int tile = j * b_tile_bytes;
+  vmovdqu32(zword[rax + tile + (2 * q) * kAmxTileBytes], kLowNibbles);
+  vmovdqu32(zword[rax + tile + (2 * q + 1) * kAmxTileBytes], kHighNibbles);
+}
+
+// Packed int4 row q of the step in panel j -> bf16 B rows 4q .. 4q + 3 of panel j's tile
+// at rax: pair p of every column (woq_fields.h) looked up from the row shifted by 4p.
+void AmxGenerator::emit_unpack_bf16_pairs(int j, int q) {
+  const int b_tile_bytes = step_a_bytes_ / 4 * kAmxTileBytes;
+  vmovdqu32(kPackedRow, zword[bk_ + j * panel_bytes_ + q * kPackedRowBytes]);
+  for (int pair = 0; pair < kWoqBf16Pairs; ++pair) {
+    if (pair == 0) {
+      vpermw(kPairRow, kPackedRow, kBf16Table);
+    } else {
+      vpsrlw(kPairRow, kPackedRow, 4 * pair);
+      vpermw(kPairRow, kPairRow, kBf16Table);
+    }
+    vmovdqu32(zword[rax + j * b_tile_bytes + (kWoqBf16Pairs * q + pair) * kAmxTileBytes], kPairRow);
+  }
 }
 
 // After a group's steps bk_ points at the group's trailer. The C tiles go to the stage,
@@ -358,7 +403,10 @@ void AmxGenerator::emit_group_dequant(int row_tiles, int units) {
   mov(rows_left_, rows_);
   L(row_loop);
   for (int t = 0; t < panels; ++t) vmovdqu32(acc(0, t), zword[rowp_ + kStage + t * 64]);
-  emit_group_correction_rows(1, units);
+  if (bf16_)
+    emit_woq_group_correction(1, units);  // f32 C: the float group correction
+  else
+    emit_group_correction_rows(1, units);
   if (groups_ == 1 && !sums_out)
     for (int t = 0; t < panels; ++t) vmovups(fsum_spill(0, t), acc(0, t));
   add(rowp_, kRowBytes);
@@ -403,7 +451,7 @@ void AmxGenerator::emit_tile_configs() {
   align(64);
   L(configs_);
   for (int rows = 1; rows <= kAmxBlockRows; ++rows)
-    for (std::uint8_t byte : amx_tile_config(rows, step_k_)) db(byte);
+    for (std::uint8_t byte : amx_tile_config(rows, step_a_bytes_)) db(byte);
 }
 
 }  // namespace qforge

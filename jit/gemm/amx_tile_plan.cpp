@@ -22,11 +22,20 @@ int amx_step_k(std::int64_t group) {
   return 0;
 }
 
-AmxTileConfig amx_tile_config(int block_rows, int step_k) {
+int amx_step_k(const GemmKey& key) {
+  if (key.activation != ActivationKind::bf16) return amx_step_k(key.group);
+  return key.group % kAmxBf16StepK == 0 ? kAmxBf16StepK : 0;
+}
+
+int amx_step_bytes(const GemmKey& key) {
+  return amx_step_k(key) * (key.activation == ActivationKind::bf16 ? 2 : 1);
+}
+
+AmxTileConfig amx_tile_config(int block_rows, int step_bytes) {
   QF_REQUIRE(block_rows >= 1 && block_rows <= kAmxBlockRows, "amx: block rows ", block_rows,
              " outside 1..", kAmxBlockRows);
-  QF_REQUIRE(step_k == kAmxTileK || step_k == kAmxHalfTileK, "amx: K step ", step_k, " is not ",
-             kAmxTileK, " or ", kAmxHalfTileK);
+  QF_REQUIRE(step_bytes == kAmxTileK || step_bytes == kAmxHalfTileK, "amx: A rows of ", step_bytes,
+             " bytes, not ", kAmxTileK, " or ", kAmxHalfTileK);
   AmxTileConfig config{};
   config[0] = kAmxPalette;
   auto set = [&](int tile, int rows, int colsb) {
@@ -36,10 +45,11 @@ AmxTileConfig amx_tile_config(int block_rows, int step_k) {
   const int row_tiles = block_rows > kAmxTileRows ? 2 : 1;
   for (int i = 0; i < row_tiles; ++i) {
     const int rows = std::min(kAmxTileRows, block_rows - i * kAmxTileRows);
-    set(amx_a_tile(i), rows, step_k);  // step_k bytes of xq per row
+    set(amx_a_tile(i), rows, step_bytes);  // s8 xq or bf16 x
     for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_c_tile(i, j), rows, kAmxTileBytes);
   }
-  for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_b_tile(j), step_k / 4, kAmxTileBytes);
+  // B rows: 4 k of u8 or 2 k of bf16 a column
+  for (int j = 0; j < kAmxBlockPanels; ++j) set(amx_b_tile(j), step_bytes / 4, kAmxTileBytes);
   return config;
 }
 

@@ -11,6 +11,14 @@
 //   (16 columns x 4 k of u8 operands, the VNNI-4 order), so
 //   tdpbsud C[m][n] += sum_k xq[m][k] * operand[n][k]  (then C -= bias * xsum per group).
 //
+// bf16 weight-only kernels (int4, AMX-BF16) use the same tiles with other element types:
+//
+//   A rows are 64 bytes of bf16 x at k .. k+31, the a_bf16 pairs (woq_fields.h); B row p
+//   holds, for each of 16 columns, the pair of bf16(operand - bias) that A's dword p
+//   multiplies (one packed int4 row gives 4 B rows, its 4 pairs), so
+//   tdpbf16ps C[m][n] += x[m][2p] w[n][2p] + x[m][2p+1] w[n][2p+1]   (f32)
+//   one step takes 32 k with the full-tile configuration (A R x 64 bytes, B 16 x 64).
+//
 // M is cut into ceil(M / 32) blocks of R = ceil(M / blocks) rows. The last block starts at
 // M - R, overlapping the one before it by fewer than `blocks` rows (recomputed, not stored
 // again), so a single configuration, picked by R, serves every block of a call.
@@ -55,15 +63,22 @@ Blocking amx_blocking(const GemmKey& key);
 //   g % 64 == 32: A tmm4/5  R x 32 bytes     B tmm6/7   8 rows x 64 bytes
 int amx_step_k(std::int64_t group);
 
+// The k a bf16 step takes (kAmxBf16StepK: 32 bf16 per A row) when g is a multiple of
+// it, else 0; and the A row bytes of the key's steps, which pick its tile configuration.
+inline constexpr int kAmxBf16StepK = 32;
+int amx_step_k(const GemmKey& key);
+int amx_step_bytes(const GemmKey& key);
+
 // Rows per block R for a call with M rows (1..32; 0 for M <= 0).
 int amx_block_rows(std::int64_t m);
 
 using AmxTileConfig = std::array<std::uint8_t, kAmxConfigBytes>;
 
-// The configuration for blocks of R rows (1..32) and K steps of step_k (64 or 32):
+// The configuration for blocks of R rows (1..32) and A rows of step_bytes (64 or 32;
+// s8 kernels: the step's k):
 //   byte 0 palette, 16 + 2t colsb[t] (u16), 48 + t rows[t]; tiles a block does not use
 //   (row tile 1 when R <= 16) are left unconfigured (0 x 0).
-AmxTileConfig amx_tile_config(int block_rows, int step_k = kAmxTileK);
+AmxTileConfig amx_tile_config(int block_rows, int step_bytes = kAmxTileK);
 
 // "palette 1; tmm0 C 16 rows x 64 colsb; ...; tmm7 B 16 rows x 64 colsb" (unused tiles
 // say so).

@@ -67,6 +67,11 @@ bool bf16_weight_only_native() {
          isa_usable(Isa::avx512_vnni);
 }
 
+bool amx_bf16_runs() {
+  return isa_usable(Isa::amx) &&
+         (cpu_info().isa.amx_bf16 || (emulated_isa_mask() & isa_bit(Isa::amx)));
+}
+
 bool bf16_weight_only_runs() {
   return bf16_weight_only_native() ||
          ((emulated_isa_mask() & isa_bit(Isa::avx512_vnni)) && isa_usable(Isa::avx512_vnni));
@@ -121,8 +126,9 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
       plans_(std::make_unique<CallPlans>()) {
   QF_REQUIRE(epilogue.swiglu == (weights_.header.interleaved_pair != 0),
              "linear: swiglu needs interleaved gate/up weights and nothing else does");
-  // Weight-only kernels are FMA on zmm or ymm: no tiles, and the ymm VNNI ISA would only
-  // duplicate the AVX2 kernel.
+  // Weight-only kernels are FMA on zmm or ymm (tiles only for bf16 math: below), and the
+  // ymm VNNI ISA would only duplicate the AVX2 kernel.
+  const bool amx_requested = isa_ == Isa::amx;
   if (weight_only() && isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
   if (weight_only() && isa_ == Isa::avx_vnni) isa_ = Isa::avx2;
   // int4 weight-only layers on zmm multiply bf16 pairs where the CPU has AVX512-BF16
@@ -133,8 +139,11 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
     activation_ = bf16_math_for(weights_, isa_, math) ? ActivationKind::bf16 : ActivationKind::f32;
   }
   // AMX runs the calls of at least amx_min_rows() rows; the zmm kernels run the others,
-  // and every call of a layer the AMX generator cannot serve (e.g. groups of 32).
-  const bool want_amx = isa_ == Isa::amx && isa_usable(Isa::amx);
+  // and every call of a layer the AMX generator cannot serve (e.g. groups of 32). A
+  // weight-only layer goes on tiles with bf16 math (int4) where AMX-BF16 runs.
+  const bool want_amx =
+      amx_requested && isa_usable(Isa::amx) &&
+      (!weight_only() || (activation_ == ActivationKind::bf16 && amx_bf16_runs()));
   if (isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
   // Find the first ISA whose generator serves this layer.
   while (isa_ != Isa::reference) {
@@ -150,8 +159,10 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
         isa_ = next;
     }
   }
-  if (want_amx && isa_ == Isa::avx512_vnni) {
-    const GemmKey tiles = gemm_key_for(weights_.header, epilogue_, Isa::amx, kLargeBucketRows);
+  if (want_amx && isa_ == Isa::avx512_vnni &&
+      (!weight_only() || activation_ == ActivationKind::bf16)) {
+    const GemmKey tiles =
+        gemm_key_for(weights_.header, epilogue_, Isa::amx, kLargeBucketRows, activation_);
     try {
       CodeCache::global().get(tiles);
       amx_ = true;

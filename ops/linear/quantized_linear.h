@@ -68,6 +68,9 @@ bool bf16_weight_only_native();
 // ... or zmm through the emulator (which provides AVX512-BF16 with the rest of AVX-512).
 // A CPU with native AVX-512 but no AVX512-BF16 can run neither.
 bool bf16_weight_only_runs();
+// AMX-BF16 (tdpbf16ps) runs here: AMX usable, with AMX-BF16 native or emulated. Prefill
+// calls of bf16 weight-only layers then run on tiles.
+bool amx_bf16_runs();
 WeightOnlyMath parse_weight_only_math(const std::string& name, const std::string& where);
 WeightOnlyMath weight_only_math();
 void set_weight_only_math(WeightOnlyMath math);

@@ -642,6 +642,13 @@ TEST(WeightOnly, RunsWithGptqWeightsAndRefusesActivationMethods) {
   EXPECT_NE(bf16.output.find("gemm_u8bf16_avx512vnni_n40_k256_g32_w4s"), std::string::npos);
   EXPECT_NE(bf16.output.find("vdpbf16ps"), std::string::npos);
   EXPECT_NE(bf16.output.find("vpermw"), std::string::npos);
+  // ... and on AMX tiles: tdpbf16ps on B tiles of the looked-up pairs, 32 k a step.
+  const auto bf16_tiles = test::run_command(
+      kQforge + " dump-asm --n 40 --k 256 --group 128 --bits 4 --isa amx --activation bf16");
+  ASSERT_EQ(bf16_tiles.exit_code, 0) << bf16_tiles.output;
+  EXPECT_NE(bf16_tiles.output.find("gemm_u8bf16_amx"), std::string::npos) << bf16_tiles.output;
+  EXPECT_NE(bf16_tiles.output.find("tdpbf16ps"), std::string::npos);
+  EXPECT_NE(bf16_tiles.output.find("K steps of 32"), std::string::npos);
   const auto bf16_int8 = test::run_command(
       kQforge + " dump-asm --n 40 --k 256 --bits 8 --isa avx512-vnni --activation bf16");
   EXPECT_NE(bf16_int8.exit_code, 0);

@@ -331,5 +331,37 @@ TEST(WeightOnlyKernels, Bf16LayerMatchesTheDequantizedWeightsInDouble) {
   EXPECT_EQ(int8.activation(), ActivationKind::f32);
 }
 
+// Where AMX-BF16 runs (natively or through the emulator), a bf16 layer asked for AMX runs
+// its prefill calls (M >= the AMX threshold) on tiles and the others on zmm; both give
+// y = bf16(x) W^T in double over the dequantized weights. Int8 weight-only layers (f32
+// math) stay off the tiles.
+TEST(WeightOnlyKernels, Bf16LayerRunsPrefillOnAmxTiles) {
+  if (!amx_bf16_runs() || !bf16_weight_only_runs())
+    GTEST_SKIP() << "AMX-BF16 with AVX512-BF16 runs neither natively nor through the emulator here";
+  ThreadPool pool(2);
+  for (const char* name : {"woq-int4-g32-asym", "woq-int4-g128", "woq-int4-asym"})
+    for (std::int64_t m : {std::int64_t{1}, amx_min_rows(), std::int64_t{45}}) {
+      const QuantScheme scheme = parse_quant_scheme(name);
+      const std::int64_t n = 75, k = 333;
+      const auto w = test::random_floats(n * k, 71 + m, 0.05f);
+      const auto x = test::random_floats(m * (k + 7), 72 + m, 1.f);
+      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
+      const std::vector<float> deq = dequantize(q);
+      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, Isa::amx, ActivationKind::bf16);
+      ASSERT_TRUE(layer.uses_amx()) << name;
+      ASSERT_EQ(layer.activation(), ActivationKind::bf16);
+      EXPECT_EQ(layer.key_for(m).isa, m >= amx_min_rows() ? Isa::amx : Isa::avx512_vnni);
+      FloatActivations scratch;
+      std::vector<float> y(m * n);
+      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
+      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, true), 2e-4) << name << " M " << m;
+    }
+  const auto w8 = test::random_floats(32 * 64, 4, 0.05f);
+  QuantizedLinear int8(pack_weights(w8.data(), 32, 64, parse_quant_scheme("woq-int8"), 1),
+                       Epilogue{}, Isa::amx, ActivationKind::bf16);
+  EXPECT_FALSE(int8.uses_amx());
+  EXPECT_EQ(int8.activation(), ActivationKind::f32);
+}
+
 }  // namespace
 }  // namespace qforge
