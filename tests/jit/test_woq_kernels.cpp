@@ -246,20 +246,41 @@ TEST(WeightOnlyKernels, KeyNamesTheActivationAndRefusesWhatItCannotServe) {
   EXPECT_THROW(AmxGenerator{tiles}, Error);
 }
 
-// max |y - x W^T| / max |x W^T|, x W^T in double over the dequantized weights (M x K rows
-// of x at stride ldx; x rounded to bf16 first for the bf16 kernels).
-double relative_error(const std::vector<float>& y, const std::vector<float>& x, std::int64_t ldx,
-                      const std::vector<float>& deq, std::int64_t m, std::int64_t n, std::int64_t k,
-                      bool bf16_x) {
+// A layer's problem: n x k random weights quantized by `scheme` (the oracle form), the
+// weights it dequantizes to, and m rows of x at stride k + 7.
+struct LayerProblem {
+  std::int64_t m = 0, n = 75, k = 333;
+  QuantizedTensor q;
+  std::vector<float> deq, x;
+  std::int64_t ldx() const { return k + 7; }
+};
+
+LayerProblem layer_problem(const char* scheme, std::int64_t m, std::uint64_t seed) {
+  LayerProblem p;
+  p.m = m;
+  const auto w = test::random_floats(p.n * p.k, seed, 0.05f);
+  p.x = test::random_floats(m * p.ldx(), seed + 1, 1.f);
+  p.q = quantize_reference(w.data(), p.n, p.k, parse_quant_scheme(scheme));
+  p.deq = dequantize(p.q);
+  return p;
+}
+
+// max |y - x W^T| / max |x W^T| for y = the layer's output over the problem, x W^T in
+// double over the dequantized weights (x rounded to bf16 first for the bf16 kernels).
+double layer_error(const QuantizedLinear& layer, const LayerProblem& p, ThreadPool& pool) {
+  FloatActivations scratch;
+  std::vector<float> y(p.m * p.n);
+  layer.forward_weight_only(p.x.data(), p.m, p.ldx(), scratch, EpilogueArgs{}, y.data(), p.n, pool);
+  const bool bf16_x = layer.activation() == ActivationKind::bf16;
   double err = 0, ref_norm = 0;
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t c = 0; c < n; ++c) {
+  for (std::int64_t r = 0; r < p.m; ++r)
+    for (std::int64_t c = 0; c < p.n; ++c) {
       double want = 0;
-      for (std::int64_t i = 0; i < k; ++i) {
-        const float xi = x[r * ldx + i];
-        want += double(bf16_x ? bf16_to_f32(f32_to_bf16(xi)) : xi) * double(deq[c * k + i]);
+      for (std::int64_t i = 0; i < p.k; ++i) {
+        const float xi = p.x[r * p.ldx() + i];
+        want += double(bf16_x ? bf16_to_f32(f32_to_bf16(xi)) : xi) * double(p.deq[c * p.k + i]);
       }
-      err = std::max(err, std::fabs(double(y[r * n + c]) - want));
+      err = std::max(err, std::fabs(double(y[r * p.n + c]) - want));
       ref_norm = std::max(ref_norm, std::fabs(want));
     }
   return err / ref_norm;
@@ -272,24 +293,16 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
   ThreadPool pool(2);
   for (const char* name : {"woq-int8", "woq-int4-g32-asym", "woq-int4-g128", "woq-int8-g64-asym"})
     for (std::int64_t m : {1, 3, 20}) {
-      const QuantScheme scheme = parse_quant_scheme(name);
-      const std::int64_t n = 75, k = 333;
-      const auto w = test::random_floats(n * k, 91 + m, 0.05f);
-      const auto x = test::random_floats(m * (k + 7), 92 + m, 1.f);
-      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
-      const std::vector<float> deq = dequantize(q);
+      const LayerProblem p = layer_problem(name, m, 91 + m);
       const WeightOnlyMath saved = weight_only_math();
       set_weight_only_math(WeightOnlyMath::f32);  // the f32 kernels, also where bf16 is native
-      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, best_isa(), ActivationKind::f32);
+      QuantizedLinear layer(pack_quantized(p.q, 1), Epilogue{}, best_isa(), ActivationKind::f32);
       set_weight_only_math(saved);
       ASSERT_TRUE(layer.weight_only());
       ASSERT_EQ(layer.activation(), ActivationKind::f32);
-      FloatActivations scratch;
-      std::vector<float> y(m * n);
-      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
       // f16 offsets round a little beyond dequantize()'s s * (q - z); the float sums
       // add a few ulps of K.
-      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, false), 2e-4) << name << " M " << m;
+      EXPECT_LT(layer_error(layer, p, pool), 2e-4) << name << " M " << m;
     }
 }
 
@@ -302,24 +315,16 @@ TEST(WeightOnlyKernels, Bf16LayerMatchesTheDequantizedWeightsInDouble) {
   ThreadPool pool(2);
   for (const char* name : {"woq-int4-g32-asym", "woq-int4-g128"})
     for (std::int64_t m : {1, 3, 20}) {
-      const QuantScheme scheme = parse_quant_scheme(name);
-      const std::int64_t n = 75, k = 333;
-      const auto w = test::random_floats(n * k, 81 + m, 0.05f);
-      const auto x = test::random_floats(m * (k + 7), 82 + m, 1.f);
-      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
-      const std::vector<float> deq = dequantize(q);
-      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, Isa::avx512_vnni,
+      const LayerProblem p = layer_problem(name, m, 81 + m);
+      QuantizedLinear layer(pack_quantized(p.q, 1), Epilogue{}, Isa::avx512_vnni,
                             ActivationKind::bf16);
       ASSERT_EQ(layer.activation(), ActivationKind::bf16);
       ASSERT_EQ(layer.key_for(m).activation, ActivationKind::bf16);
-      FloatActivations scratch;
-      std::vector<float> y(m * n);
-      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
-      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, true), 2e-4) << name << " M " << m;
+      EXPECT_LT(layer_error(layer, p, pool), 2e-4) << name << " M " << m;
       if (m == 1) {  // --woq-math f32 keeps the same layer on the f32 kernels
         const WeightOnlyMath saved = weight_only_math();
         set_weight_only_math(WeightOnlyMath::f32);
-        const QuantizedLinear forced_f32(pack_quantized(q, 1), Epilogue{}, Isa::avx512_vnni,
+        const QuantizedLinear forced_f32(pack_quantized(p.q, 1), Epilogue{}, Isa::avx512_vnni,
                                          ActivationKind::f32);
         set_weight_only_math(saved);
         EXPECT_EQ(forced_f32.activation(), ActivationKind::f32);
@@ -341,20 +346,12 @@ TEST(WeightOnlyKernels, Bf16LayerRunsPrefillOnAmxTiles) {
   ThreadPool pool(2);
   for (const char* name : {"woq-int4-g32-asym", "woq-int4-g128", "woq-int4-asym"})
     for (std::int64_t m : {std::int64_t{1}, amx_min_rows(), std::int64_t{45}}) {
-      const QuantScheme scheme = parse_quant_scheme(name);
-      const std::int64_t n = 75, k = 333;
-      const auto w = test::random_floats(n * k, 71 + m, 0.05f);
-      const auto x = test::random_floats(m * (k + 7), 72 + m, 1.f);
-      const QuantizedTensor q = quantize_reference(w.data(), n, k, scheme);
-      const std::vector<float> deq = dequantize(q);
-      QuantizedLinear layer(pack_quantized(q, 1), Epilogue{}, Isa::amx, ActivationKind::bf16);
+      const LayerProblem p = layer_problem(name, m, 71 + m);
+      QuantizedLinear layer(pack_quantized(p.q, 1), Epilogue{}, Isa::amx, ActivationKind::bf16);
       ASSERT_TRUE(layer.uses_amx()) << name;
       ASSERT_EQ(layer.activation(), ActivationKind::bf16);
       EXPECT_EQ(layer.key_for(m).isa, m >= amx_min_rows() ? Isa::amx : Isa::avx512_vnni);
-      FloatActivations scratch;
-      std::vector<float> y(m * n);
-      layer.forward_weight_only(x.data(), m, k + 7, scratch, EpilogueArgs{}, y.data(), n, pool);
-      EXPECT_LT(relative_error(y, x, k + 7, deq, m, n, k, true), 2e-4) << name << " M " << m;
+      EXPECT_LT(layer_error(layer, p, pool), 2e-4) << name << " M " << m;
     }
   const auto w8 = test::random_floats(32 * 64, 4, 0.05f);
   QuantizedLinear int8(pack_weights(w8.data(), 32, 64, parse_quant_scheme("woq-int8"), 1),
