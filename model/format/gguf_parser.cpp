@@ -188,11 +188,13 @@ class GgufParser {
     cursor_.set_context("");
     const GgufValue* value = reader_.find("general.alignment");
     if (!value) return;
+    // The spec types it uint32, and a writer writes it back as one: any other integer type
+    // would not survive a round trip (llama.cpp rejects it too).
     std::uint64_t alignment = 0;
-    if (!value->to_uint64(alignment) || alignment == 0 ||
+    if (value->type() != GgufValueType::UInt32 || !value->to_uint64(alignment) || alignment == 0 ||
         alignment > std::numeric_limits<std::uint32_t>::max() || (alignment & (alignment - 1)) != 0)
       cursor_.fail_here("metadata 'general.alignment' is ", value->describe(),
-                        ", expected a power of two that fits in uint32");
+                        ", expected a uint32 power of two");
     reader_.alignment_ = static_cast<std::uint32_t>(alignment);
   }
 

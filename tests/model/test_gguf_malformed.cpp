@@ -155,6 +155,7 @@ TEST_F(MalformedGguf, Alignment) {
     ByteBuilder b;
     b.raw("GGUF").u32(3).u64(0).u64(1).str("general.alignment").u32(type);
     if (type == 4) b.u32(static_cast<std::uint32_t>(value));
+    if (type == 5) b.u32(static_cast<std::uint32_t>(value));
     if (type == 10) b.u64(value);
     if (type == 8) b.str("32");
     return b.bytes();
@@ -164,6 +165,12 @@ TEST_F(MalformedGguf, Alignment) {
   expect_rejected("alignment_0.gguf", file_with_alignment(4, 0), {"general.alignment"});
   expect_rejected("alignment_big.gguf", file_with_alignment(10, std::uint64_t{1} << 40),
                   {"general.alignment"});
+  // A power of two of another integer type: the spec types it uint32, and a writer would
+  // write it back as uint32 (found by fuzz_gguf's round-trip property).
+  expect_rejected("alignment_int32.gguf", file_with_alignment(5, 256),
+                  {"general.alignment", "256 (int32)", "uint32"});
+  expect_rejected("alignment_u64.gguf", file_with_alignment(10, 64),
+                  {"general.alignment", "uint64"});
   expect_rejected("alignment_string.gguf", file_with_alignment(8, 0),
                   {"general.alignment", "string"});
   // A valid non-default alignment moves the data section.
