@@ -276,6 +276,8 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
   }
   for (int r = 0; r < rows; ++r)
     for (int t = 0; t < t_count; ++t) zero(acc(r, t));
+  // The bf16 lookup table, per group: the group correction's temps may have used it.
+  if (bf16_) vmovups(woq_table(), constant(kConstBf16Nibbles));
   emit_group_k(rows, units);
   mark(tile + "group dequant");
   emit_group_correction(rows, units);

@@ -121,6 +121,7 @@ class GemmGenerator : public JitGenerator {
   Xmm woq_field() const { return vec(0); }  // weight-only roles (register_budget.h)
   Xmm woq_broadcast(int row) const { return vec(1 + row); }
   Xmm woq_raw(int t) const { return vec(1 + key_.blocking.mr + t); }
+  Xmm woq_table() const { return vec(1 + key_.blocking.mr + max_per_row_); }  // bf16
   Xmm epilogue_temp(int i) const;  // free after the K loop
   Xbyak::Address constant(int offset) const;
   Xbyak::Address vector_at(const Reg64& base, std::int64_t offset) const;

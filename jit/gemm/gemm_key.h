@@ -46,7 +46,8 @@ const char* activation_name(ActivationKind kind);  // "s8" | "f32" | "bf16"
 // The kind named by `name`; throws qforge::Error naming `where` and the valid names.
 ActivationKind parse_activation(const std::string& name, const std::string& where);
 
-inline constexpr int kGemmGeneratorVersion = 3;  // 3: layout v3 (f16 trailers, u8 weights)
+// 3: layout v3 (f16 trailers, u8 weights); 4: the bf16 weight-only kernels' table in a register
+inline constexpr int kGemmGeneratorVersion = 4;
 
 struct GemmKey {
   Isa isa = Isa::avx2;

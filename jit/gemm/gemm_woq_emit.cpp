@@ -20,7 +20,8 @@
 //
 // bf16 activations (int4, zmm): per pair j of the row (woq_fields.h) the dword's halves
 // are shifted by 4j words-wise and looked up in a table of bf16(operand - bias)
-// (vpermw reads the low 5 bits of each word; the table repeats every 16), then
+// (vpermw reads the low 5 bits of each word; the table repeats every 16 and is held in a
+// register, loaded at each group), then
 //   acc[r] = vdpbf16ps(acc[r], pair, x[r] pair j broadcast)
 // so the correction has no bias to remove (C = acc).
 #include "jit/gemm/gemm_generator.h"
@@ -80,7 +81,7 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
 void GemmGenerator::emit_woq_bf16_packed_row(int rows, int units, int disp_k, int disp_b) {
   const int t_count = per_row(units);
   emit_woq_row_loads(units, disp_b);
-  const Address table = constant(kConstBf16Nibbles);
+  const Xmm table = woq_table();
   for (int j = 0; j < kWoqBf16Pairs; ++j) {
     // x pair j of this row: dword j of the row's 16 bytes (disp_k bf16 values in).
     for (int r = 0; r < rows; ++r)
