@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include <immintrin.h>
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
+#include "jit/cpu/cpu_info.h"
 #include "jit/gemm/woq_fields.h"
 
 namespace qforge {
@@ -29,6 +33,59 @@ struct PairSlots {
   }
 };
 const PairSlots kPairSlots;
+
+// sums[j] = v[j g] + v[j g + 1] + ... in float, k in order within the group (the last
+// group ends at k), 0 for groups past k. The groups' sums are independent chains, so
+// they advance together, one k of every full group per step.
+void sum_groups(const float* v, std::int64_t k, std::int64_t g, std::int64_t groups, float* sums) {
+  const std::int64_t full = k / g;
+  std::fill(sums, sums + groups, 0.f);
+  if (full > 1) {
+    for (std::int64_t i = 0; i < g; ++i)
+      for (std::int64_t j = 0; j < full; ++j) sums[j] += v[j * g + i];
+  } else if (full == 1) {
+    for (std::int64_t i = 0; i < g; ++i) sums[0] += v[i];
+  }
+  for (std::int64_t i = full * g; i < k; ++i) sums[full] += v[i];
+}
+
+bool use_avx2() {
+  static const bool avx2 = cpu_info().isa.avx2;
+  return avx2;
+}
+
+// Eight values of x to bf16 (f32_to_bf16: nearest even, NaNs kept quiet) in the pair
+// order of a packed row (woq_fields.h), and back to f32 in k order.
+__attribute__((target("avx2"))) void round_eight_avx2(const float* x, std::uint16_t* pairs,
+                                                      float* rounded) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  __m256i half = _mm256_srli_epi32(
+      _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  half = _mm256_blendv_epi8(half, quiet, nan);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded), _mm256_slli_epi32(half, 16));
+  // words k0..k7 (packus interleaves the 128-bit lanes: qwords 0 and 2), then the slots
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(half, half), 0x08);
+  const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(pairs),
+                   _mm_shuffle_epi8(_mm256_castsi256_si128(packed), order));
+}
+
+// x[0, k) to bf16 pairs at `pairs` (a partial last packed row's other slots are left as
+// they are) and their f32 values at rounded[0, k).
+void round_to_bf16_pairs(const float* x, std::int64_t k, std::uint16_t* pairs, float* rounded) {
+  std::int64_t i = 0;
+  if (use_avx2())
+    for (; i + 8 <= k; i += 8) round_eight_avx2(x + i, pairs + i, rounded + i);
+  for (; i < k; ++i) {
+    const std::uint16_t v = f32_to_bf16(x[i]);
+    pairs[i / 8 * 8 + kPairSlots.slot[i % 8]] = v;
+    rounded[i] = bf16_to_f32(v);
+  }
+}
 
 }  // namespace
 
@@ -75,16 +132,15 @@ void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t f
   QF_REQUIRE(first >= 0 && count >= 0 && first + count <= out.m, "activations: rows [", first, ", ",
              first + count, ") outside the ", out.m, " prepared");
   if (out.bf16) {
+    thread_local std::vector<float> rounded;  // the row's bf16 values, k in order
+    if (rounded.size() < static_cast<std::size_t>(out.k)) rounded.resize(std::size_t(out.k));
     for (std::int64_t r = first; r < first + count; ++r) {
-      const float* src = x + r * ldx;
       std::uint16_t* dst = out.pairs.data() + r * (out.row_stride / 2);
-      float* sums = out.group_sums.data() + r * out.groups();
-      std::fill(sums, sums + out.groups(), 0.f);
-      for (std::int64_t i = 0; i < out.k_padded; ++i) {
-        const std::uint16_t v = i < out.k ? f32_to_bf16(src[i]) : std::uint16_t{0};
-        dst[i / 8 * 8 + kPairSlots.slot[i % 8]] = v;
-        sums[i / out.group] += bf16_to_f32(v);
-      }
+      // zeros from the packed row of k on (the conversion fills that row's slots of k)
+      std::fill(dst + out.k / 8 * 8, dst + out.k_padded, std::uint16_t{0});
+      round_to_bf16_pairs(x + r * ldx, out.k, dst, rounded.data());
+      sum_groups(rounded.data(), out.k, out.group, out.groups(),
+                 out.group_sums.data() + r * out.groups());
     }
     return;
   }
@@ -93,17 +149,9 @@ void copy_float_activation_rows(const float* x, std::int64_t ldx, std::int64_t f
   for (std::int64_t r = first; r < first + count; ++r) {
     const float* src = x + r * ldx;
     float* dst = out.x.data() + r * (out.row_stride / 4);
-    float* sums = out.group_sums.data() + r * out.groups();
-    for (std::int64_t j = 0; j < out.groups(); ++j) {
-      const std::int64_t begin = j * out.group, end = std::min(out.k, begin + out.group);
-      float s = 0.f;
-      for (std::int64_t i = begin; i < end; ++i) {
-        s += src[i];
-        dst[i] = src[i] * scales.factor[i % fields];
-      }
-      sums[j] = s;
-    }
+    for (std::int64_t i = 0; i < out.k; ++i) dst[i] = src[i] * scales.factor[i % fields];
     std::memset(dst + out.k, 0, static_cast<std::size_t>(out.k_padded - out.k) * sizeof(float));
+    sum_groups(src, out.k, out.group, out.groups(), out.group_sums.data() + r * out.groups());
   }
 }
 

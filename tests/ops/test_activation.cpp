@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -272,6 +273,39 @@ TEST(FloatActivations, Bf16PairsInTheKernelsOrder) {
     EXPECT_EQ(reused.value(0, 0), 1.0f);
   }
   EXPECT_THROW(prepare_float_activations(reused, 2, 64, 64, 32, 8, true), Error);
+}
+
+// The vector conversion (8 values at a time where AVX2 runs) and the scalar tail give
+// f32_to_bf16's bits for every kind of float: NaNs quieted, infinities, signed zeros,
+// subnormals, ties to even either way, the largest finite values rounding up to infinity.
+TEST(FloatActivations, Bf16RoundingOfSpecialValues) {
+  const std::vector<float> specials = {std::nanf(""),
+                                       -std::numeric_limits<float>::infinity(),
+                                       std::numeric_limits<float>::infinity(),
+                                       -0.f,
+                                       0.f,
+                                       std::numeric_limits<float>::denorm_min(),
+                                       -1e-40f,
+                                       1.00390625f /* tie, to 1 */,
+                                       1.01171875f /* tie, to even above */,
+                                       std::numeric_limits<float>::max(),
+                                       -std::numeric_limits<float>::max(),
+                                       std::bit_cast<float>(0x7f800001u) /* signalling */,
+                                       std::bit_cast<float>(0xffc12345u),
+                                       3.f,
+                                       -2.5e-3f,
+                                       65504.f,
+                                       1e30f};
+  const std::int64_t k = static_cast<std::int64_t>(specials.size());  // 17: 2 rows + a tail
+  const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  FloatActivations a;
+  prepare_float_activations(a, 1, k, 32, 32, 4, true);
+  copy_float_activation_rows(specials.data(), k, 0, 1, a);
+  for (std::int64_t i = 0; i < 32; ++i) {
+    const std::int64_t at = i / 8 * 8 + order[i % 8];
+    const std::uint16_t want = at < k ? f32_to_bf16(specials[std::size_t(at)]) : 0;
+    EXPECT_EQ(a.pair_row(0)[i], want) << "slot " << i << " (k " << at << ")";
+  }
 }
 
 }  // namespace
