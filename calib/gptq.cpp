@@ -126,6 +126,47 @@ GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions&
               factor_.begin() + static_cast<std::ptrdiff_t>(i * ku + i), 0.0);
 }
 
+namespace {
+
+// The clipping grid's parameters for the group of a row whose columns are `first` ..
+// `first + count` in processing order, scored by the loss GPTQ itself accrues on the
+// group: its columns quantized in order, each column's error e_i = (w_i - deq(q_i)) / U_ii
+// pushed into the group's later columns (w_j -= e_i U_ij), loss = sum of e_i^2 (first on
+// ties, so the full range unless shrinking helps). Later groups see the same pushes
+// whichever parameters win, so the group's own loss decides.
+GroupParams search_group_params_gptq(const float* values, const GptqHessian& hessian,
+                                     std::int64_t first, std::int64_t count, int bits,
+                                     bool asymmetric) {
+  float lo = 0.f, hi = 0.f;
+  for (std::int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, values[i]);
+    hi = std::max(hi, values[i]);
+  }
+  std::vector<double> w(static_cast<std::size_t>(count));
+  GroupParams best;
+  double best_loss = 0;
+  for (int grid = 0; grid < kClipGrid; ++grid) {
+    const auto p = static_cast<float>(clip_factor(grid));
+    const GroupParams params = group_params_from_range(lo * p, hi * p, bits, asymmetric);
+    for (std::int64_t i = 0; i < count; ++i) w[std::size_t(i)] = values[i];
+    double loss = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double* u = hessian.factor_row(int(first + i)) + first;
+      const int q = quantize_value(static_cast<float>(w[std::size_t(i)]), params, bits, asymmetric);
+      const double e = (w[std::size_t(i)] - dequantized(q, params, asymmetric)) / u[i];
+      loss += e * e;
+      for (std::int64_t jj = i + 1; jj < count; ++jj) w[std::size_t(jj)] -= e * u[jj];
+    }
+    if (grid == 0 || loss < best_loss) {
+      best = params;
+      best_loss = loss;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t k,
                               const QuantScheme& scheme, const GptqHessian& hessian, int threads) {
   QF_REQUIRE(hessian.k() == k, "GPTQ: a Hessian of ", hessian.k(), " channels for weights of ", k,
@@ -163,6 +204,11 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
         const std::int64_t first = j * g, count = std::min(g, k - first);
         for (std::int64_t i = 0; i < count; ++i)
           group_values[std::size_t(i)] = static_cast<float>(value_of(first + i));
+        if (options.clip_search && !static_groups) {  // natural order: first is the column i
+          params[std::size_t(r * groups + j)] =
+              search_group_params_gptq(group_values.data(), hessian, first, count, bits, asym);
+          return;
+        }
         params[std::size_t(r * groups + j)] =
             options.clip_search ? search_group_params(group_values.data(),
                                                       hessian.diagonal() + first, count, bits, asym)

@@ -33,10 +33,13 @@
 namespace qforge {
 
 struct GptqOptions {
-  double damp = 0.01;       // fraction of mean(diag H) added to the diagonal
-  int block = 128;          // columns per lazy batch update
-  bool act_order = false;   // columns by decreasing H_jj (with static groups)
-  bool clip_search = true;  // group ranges shrunk on kClipGrid when that lowers the error
+  double damp = 0.01;      // fraction of mean(diag H) added to the diagonal
+  int block = 128;         // columns per lazy batch update
+  bool act_order = false;  // columns by decreasing H_jj (with static groups)
+  // Group ranges shrunk on kClipGrid when that lowers the error: GPTQ's own loss on the
+  // group, its columns quantized in turn with their errors pushed on (natural order), or
+  // the H_jj-weighted rounding error of the weights as given (act-order's static groups).
+  bool clip_search = true;
 };
 
 // The clipping grid: shrink factors 1, 0.98, ..., 0.60 of a group's range.

@@ -118,7 +118,50 @@ QuantizedTensor reference_gptq(const Inputs& in, int n, int k, const QuantScheme
     for (int c = 0; c < k; ++c)
       w[std::size_t(c)] = dead[std::size_t(c)] ? 0.0 : in.weights[std::size_t(r) * k + c];
     std::vector<GroupParams> params(static_cast<std::size_t>(groups));
+    std::vector<double> hi = h_inverse;  // shrinks to the columns not yet quantized
+    // Natural order's clipping search: each grid factor scored by the loss the group's
+    // columns accrue when quantized in turn, (w_c - deq)^2 / hi_cc, their errors pushed
+    // into the group's later columns and hi downdated within the group.
+    auto choose_by_loss = [&](std::int64_t j) {
+      const std::int64_t first = j * g, end = std::min<std::int64_t>(k, (j + 1) * g);
+      float lo = 0.f, top = 0.f;
+      for (std::int64_t c = first; c < end; ++c) {
+        lo = std::min(lo, float(w[std::size_t(c)]));
+        top = std::max(top, float(w[std::size_t(c)]));
+      }
+      double best_loss = 0;
+      for (int grid = 0; grid < kClipGrid; ++grid) {
+        const auto f = float(clip_factor(grid));
+        const GroupParams p =
+            group_params_from_range(lo * f, top * f, scheme.bits, scheme.asymmetric);
+        std::vector<double> wg(w.begin() + first, w.begin() + end), hg;
+        for (std::int64_t a = first; a < end; ++a)
+          for (std::int64_t b = first; b < end; ++b) hg.push_back(hi[std::size_t(a * k + b)]);
+        const std::int64_t n_g = end - first;
+        double loss = 0;
+        for (std::int64_t i = 0; i < n_g; ++i) {
+          const int q =
+              quantize_value(float(wg[std::size_t(i)]), p, scheme.bits, scheme.asymmetric);
+          const double deq = double(p.scale) * (scheme.asymmetric ? q - p.zero_point : q);
+          const double d = hg[std::size_t(i * n_g + i)], err = wg[std::size_t(i)] - deq;
+          loss += err * err / d;
+          for (std::int64_t jj = i + 1; jj < n_g; ++jj)
+            wg[std::size_t(jj)] -= err / d * hg[std::size_t(i * n_g + jj)];
+          const std::vector<double> row_i(hg.begin() + i * n_g, hg.begin() + (i + 1) * n_g);
+          for (std::int64_t a = 0; a < n_g; ++a) {
+            const double f_a = hg[std::size_t(a * n_g + i)] / d;
+            for (std::int64_t b = 0; b < n_g; ++b)
+              hg[std::size_t(a * n_g + b)] -= f_a * row_i[std::size_t(b)];
+          }
+        }
+        if (grid == 0 || loss < best_loss) {
+          params[std::size_t(j)] = p;
+          best_loss = loss;
+        }
+      }
+    };
     auto choose = [&](std::int64_t j) {
+      if (options.clip_search && !options.act_order) return choose_by_loss(j);
       std::vector<float> values;
       for (std::int64_t c = j * g; c < std::min<std::int64_t>(k, (j + 1) * g); ++c)
         values.push_back(float(w[std::size_t(c)]));
@@ -134,7 +177,6 @@ QuantizedTensor reference_gptq(const Inputs& in, int n, int k, const QuantScheme
     };
     if (options.act_order)
       for (std::int64_t j = 0; j < groups; ++j) choose(j);
-    std::vector<double> hi = h_inverse;  // shrinks to the columns not yet quantized
     for (int i = 0; i < k; ++i) {
       const int c = order[std::size_t(i)];
       if (!options.act_order && c % g == 0) choose(c / g);
