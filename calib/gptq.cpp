@@ -128,41 +128,68 @@ GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions&
 
 namespace {
 
+// quantize_value(value, p, bits, asymmetric) with its rounding (half away from zero) done
+// inline: the quotient is first clamped to one step past the range [lo, hi] (the stored
+// range less the zero point), where truncation to int and x - trunc(x) are exact.
+inline int quantize_inline(float value, const GroupParams& p, int lo, int hi, int zero_point) {
+  if (p.scale == 0.f) return 0;
+  const float x = std::clamp(value / p.scale, float(lo - 1), float(hi + 1));
+  int t = static_cast<int>(x);
+  const float fraction = x - static_cast<float>(t);
+  if (fraction >= 0.5f)
+    ++t;
+  else if (fraction <= -0.5f)
+    --t;
+  return std::clamp(t, lo, hi) + zero_point;
+}
+
 // The clipping grid's parameters for the group of a row whose columns are `first` ..
 // `first + count` in processing order, scored by the loss GPTQ itself accrues on the
 // group: its columns quantized in order, each column's error e_i = (w_i - deq(q_i)) / U_ii
 // pushed into the group's later columns (w_j -= e_i U_ij), loss = sum of e_i^2 (first on
 // ties, so the full range unless shrinking helps). Later groups see the same pushes
-// whichever parameters win, so the group's own loss decides.
+// whichever parameters win, so the group's own loss decides. The grid's ranges run side
+// by side, column by column (scratch: count x kClipGrid, the range fastest), so their
+// chains of divisions overlap and the pushes vectorize across ranges.
 GroupParams search_group_params_gptq(const float* values, const GptqHessian& hessian,
                                      std::int64_t first, std::int64_t count, int bits,
-                                     bool asymmetric) {
+                                     bool asymmetric, std::vector<double>& scratch) {
+  constexpr int R = kClipGrid;
   float lo = 0.f, hi = 0.f;
   for (std::int64_t i = 0; i < count; ++i) {
     lo = std::min(lo, values[i]);
     hi = std::max(hi, values[i]);
   }
-  std::vector<double> w(static_cast<std::size_t>(count));
-  GroupParams best;
-  double best_loss = 0;
-  for (int grid = 0; grid < kClipGrid; ++grid) {
-    const auto p = static_cast<float>(clip_factor(grid));
-    const GroupParams params = group_params_from_range(lo * p, hi * p, bits, asymmetric);
-    for (std::int64_t i = 0; i < count; ++i) w[std::size_t(i)] = values[i];
-    double loss = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const double* u = hessian.factor_row(int(first + i)) + first;
-      const int q = quantize_value(static_cast<float>(w[std::size_t(i)]), params, bits, asymmetric);
-      const double e = (w[std::size_t(i)] - dequantized(q, params, asymmetric)) / u[i];
-      loss += e * e;
-      for (std::int64_t jj = i + 1; jj < count; ++jj) w[std::size_t(jj)] -= e * u[jj];
-    }
-    if (grid == 0 || loss < best_loss) {
-      best = params;
-      best_loss = loss;
-    }
+  GroupParams params[R];
+  int zp[R], lo_q[R], hi_q[R];
+  double loss[R], e[R];
+  for (int r = 0; r < R; ++r) {
+    const auto p = static_cast<float>(clip_factor(r));
+    params[r] = group_params_from_range(lo * p, hi * p, bits, asymmetric);
+    zp[r] = asymmetric ? params[r].zero_point : 0;
+    lo_q[r] = (asymmetric ? 0 : quantize_min(bits, false)) - zp[r];
+    hi_q[r] = stored_max(bits, asymmetric) - zp[r];
+    loss[r] = 0;
   }
-  return best;
+  scratch.resize(static_cast<std::size_t>(count) * R);
+  double* __restrict w = scratch.data();
+  for (std::int64_t i = 0; i < count; ++i)
+    for (int r = 0; r < R; ++r) w[i * R + r] = values[i];
+  for (std::int64_t i = 0; i < count; ++i) {
+    const double* __restrict u = hessian.factor_row(int(first + i)) + first;
+    for (int r = 0; r < R; ++r) {
+      const double wi = w[i * R + r];
+      const int q = quantize_inline(static_cast<float>(wi), params[r], lo_q[r], hi_q[r], zp[r]);
+      e[r] = (wi - dequantized(q, params[r], asymmetric)) / u[i];
+      loss[r] += e[r] * e[r];
+    }
+    for (std::int64_t jj = i + 1; jj < count; ++jj)
+      for (int r = 0; r < R; ++r) w[jj * R + r] -= e[r] * u[jj];
+  }
+  int best = 0;
+  for (int r = 1; r < R; ++r)
+    if (loss[r] < loss[best]) best = r;
+  return params[best];
 }
 
 }  // namespace
@@ -191,6 +218,7 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
     std::vector<double> w(static_cast<std::size_t>(kRowChunk * k));  // rows, processing order
     std::vector<double> errors(static_cast<std::size_t>(kRowChunk * block));
     std::vector<float> group_values(static_cast<std::size_t>(g));
+    std::vector<double> search_scratch;  // search_group_params_gptq's group copy
     std::vector<GroupParams> params(static_cast<std::size_t>(kRowChunk * groups));
     for (std::int64_t chunk = c0; chunk < c1; ++chunk) {
       const std::int64_t r0 = chunk * kRowChunk, rows = std::min(kRowChunk, n - r0);
@@ -205,8 +233,8 @@ QuantizedTensor gptq_quantize(const float* weights, std::int64_t n, std::int64_t
         for (std::int64_t i = 0; i < count; ++i)
           group_values[std::size_t(i)] = static_cast<float>(value_of(first + i));
         if (options.clip_search && !static_groups) {  // natural order: first is the column i
-          params[std::size_t(r * groups + j)] =
-              search_group_params_gptq(group_values.data(), hessian, first, count, bits, asym);
+          params[std::size_t(r * groups + j)] = search_group_params_gptq(
+              group_values.data(), hessian, first, count, bits, asym, search_scratch);
           return;
         }
         params[std::size_t(r * groups + j)] =

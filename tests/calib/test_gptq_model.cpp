@@ -74,8 +74,8 @@ TEST(GptqModel, SequentialInt4G128HalvesTheKldOfRoundToNearest) {
       f32->model.tokenizer.encode(test::read_test_data("stories260K_eval.txt"), true, false);
   const double rtn_kld = kld(*rtn, *f32, eval, 256);
   const double gptq_kld = kld(*calibrated, *f32, eval, 256);
-  // Measured 0.087 against 0.170 (docs/PERFORMANCE.md); the bound leaves room for noise.
-  EXPECT_LT(gptq_kld, 0.6 * rtn_kld) << "GPTQ " << gptq_kld << ", round-to-nearest " << rtn_kld;
+  // The bar, 0.5x: measured 0.080 against 0.171 (0.47x, docs/PERFORMANCE.md).
+  EXPECT_LT(gptq_kld, 0.5 * rtn_kld) << "GPTQ " << gptq_kld << ", round-to-nearest " << rtn_kld;
 }
 
 // Chunks of pseudo-random tokens (BOS first) for a model without a text.
