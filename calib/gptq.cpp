@@ -128,21 +128,6 @@ GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions&
 
 namespace {
 
-// quantize_value(value, p, bits, asymmetric) with its rounding (half away from zero) done
-// inline: the quotient is first clamped to one step past the range [lo, hi] (the stored
-// range less the zero point), where truncation to int and x - trunc(x) are exact.
-inline int quantize_inline(float value, const GroupParams& p, int lo, int hi, int zero_point) {
-  if (p.scale == 0.f) return 0;
-  const float x = std::clamp(value / p.scale, float(lo - 1), float(hi + 1));
-  int t = static_cast<int>(x);
-  const float fraction = x - static_cast<float>(t);
-  if (fraction >= 0.5f)
-    ++t;
-  else if (fraction <= -0.5f)
-    --t;
-  return std::clamp(t, lo, hi) + zero_point;
-}
-
 // The clipping grid's parameters for the group of a row whose columns are `first` ..
 // `first + count` in processing order, scored by the loss GPTQ itself accrues on the
 // group: its columns quantized in order, each column's error e_i = (w_i - deq(q_i)) / U_ii
@@ -161,14 +146,10 @@ GroupParams search_group_params_gptq(const float* values, const GptqHessian& hes
     hi = std::max(hi, values[i]);
   }
   GroupParams params[R];
-  int zp[R], lo_q[R], hi_q[R];
   double loss[R], e[R];
   for (int r = 0; r < R; ++r) {
     const auto p = static_cast<float>(clip_factor(r));
     params[r] = group_params_from_range(lo * p, hi * p, bits, asymmetric);
-    zp[r] = asymmetric ? params[r].zero_point : 0;
-    lo_q[r] = (asymmetric ? 0 : quantize_min(bits, false)) - zp[r];
-    hi_q[r] = stored_max(bits, asymmetric) - zp[r];
     loss[r] = 0;
   }
   scratch.resize(static_cast<std::size_t>(count) * R);
@@ -179,7 +160,7 @@ GroupParams search_group_params_gptq(const float* values, const GptqHessian& hes
     const double* __restrict u = hessian.factor_row(int(first + i)) + first;
     for (int r = 0; r < R; ++r) {
       const double wi = w[i * R + r];
-      const int q = quantize_inline(static_cast<float>(wi), params[r], lo_q[r], hi_q[r], zp[r]);
+      const int q = quantize_value(static_cast<float>(wi), params[r], bits, asymmetric);
       e[r] = (wi - dequantized(q, params[r], asymmetric)) / u[i];
       loss[r] += e[r] * e[r];
     }

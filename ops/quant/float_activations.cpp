@@ -49,11 +49,6 @@ void sum_groups(const float* v, std::int64_t k, std::int64_t g, std::int64_t gro
   for (std::int64_t i = full * g; i < k; ++i) sums[full] += v[i];
 }
 
-bool use_avx2() {
-  static const bool avx2 = cpu_info().isa.avx2;
-  return avx2;
-}
-
 // Eight values of x to bf16 (f32_to_bf16: nearest even, NaNs kept quiet) in the pair
 // order of a packed row (woq_fields.h), and back to f32 in k order.
 __attribute__((target("avx2"))) void round_eight_avx2(const float* x, std::uint16_t* pairs,
@@ -78,7 +73,7 @@ __attribute__((target("avx2"))) void round_eight_avx2(const float* x, std::uint1
 // they are) and their f32 values at rounded[0, k).
 void round_to_bf16_pairs(const float* x, std::int64_t k, std::uint16_t* pairs, float* rounded) {
   std::int64_t i = 0;
-  if (use_avx2())
+  if (cpu_info().isa.avx2)
     for (; i + 8 <= k; i += 8) round_eight_avx2(x + i, pairs + i, rounded + i);
   for (; i < k; ++i) {
     const std::uint16_t v = f32_to_bf16(x[i]);
