@@ -36,7 +36,7 @@ BlasLibrary open_blas() {
   find(library, "cblas_ddot", blas.ddot);
   find(library, "openblas_set_num_threads", blas.set_num_threads);
   find(library, "dpotrf_", blas.dpotrf);
-  find(library, "dpotri_", blas.dpotri);
+  find(library, "dtrtri_", blas.dtrtri);
   return blas;
 }
 

@@ -23,7 +23,10 @@ struct BlasLibrary {
   using Factor = void (*)(const char* uplo, const int* n, double* a, const int* lda, int* info,
                           std::size_t uplo_length);
   Factor dpotrf;
-  Factor dpotri;
+  using Invert = void (*)(const char* uplo, const char* diag, const int* n, double* a,
+                          const int* lda, int* info, std::size_t uplo_length,
+                          std::size_t diag_length);
+  Invert dtrtri;  // the inverse of a triangular matrix
 };
 
 // The library, opened and its functions found on the first call (thread-safe). Throws

@@ -49,7 +49,7 @@ std::vector<std::vector<int>> calibration_chunks(std::span<const int> tokens, in
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
                      const CalibrationProgress& progress, const BlockDone& block_done,
-                     int sample_rows) {
+                     int sample_rows, HeadSite head) {
   QF_REQUIRE(!chunks.empty(), "calibration: no chunks");
   const int ctx = static_cast<int>(chunks.front().size());
   QF_REQUIRE(ctx <= executor.positions(), "calibration: --ctx ", ctx, " exceeds the context of ",
@@ -67,7 +67,7 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
     executor.embed_rows(chunks[s], rows_of(s, 0));
   }
   std::vector<float> inputs;  // with block_done: the current block's inputs
-  const int total = c.n_layers + 1;
+  const int total = c.n_layers + (head == HeadSite::observe ? 1 : 0);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string prefix = "blk." + std::to_string(l) + ".";
     if (block_done) inputs = residual;
@@ -100,6 +100,7 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
     }
     if (progress) progress(l + 1, total);
   }
+  if (head == HeadSite::skip) return;
   SiteAccumulator classifier("output", c.dim, gram);
   BlockObserver observer(-1, {&classifier});
   executor.set_observer(&observer);
@@ -123,10 +124,8 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
   run_calibration(
       executor, model.config(), chunks, gram,
       [&](SiteStatistics s) {
-        if (s.name != "output") {
-          std::string name = s.name;
-          sites.insert_or_assign(std::move(name), std::move(s));
-        }
+        std::string name = s.name;
+        sites.insert_or_assign(std::move(name), std::move(s));
       },
       progress,
       [&](int l) {
@@ -134,7 +133,7 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
         sites.clear();
         return step;
       },
-      sample_rows);
+      sample_rows, HeadSite::skip);
 }
 
 }  // namespace qforge

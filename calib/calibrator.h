@@ -8,7 +8,7 @@
 //                 block_done(l): again -> the block re-run on its inputs, observed;
 //                 advance -> residual = block_l'(the block's inputs), not observed
 //   for chunk s:  head(residual[s])                                   (observing its input)
-//                 -> the classifier's site
+//                 -> the classifier's site          (HeadSite::skip: not run at all)
 //
 // Each chunk starts with BOS at position 0, as perplexity's chunks do; what every block
 // computes is what forward() computes for that chunk, bit for bit.
@@ -47,6 +47,10 @@ using CalibrationProgress = std::function<void(int done, int total)>;
 enum class BlockStep { next, again, advance };
 using BlockDone = std::function<BlockStep(int layer)>;
 
+// Whether the pass ends with the classifier's site (a full-vocabulary forward of every
+// calibration token) or stops after the last block.
+enum class HeadSite { observe, skip };
+
 // The sites of one block by name ("blk.3.attn_qkv", ...).
 using BlockSites = std::map<std::string, SiteStatistics, std::less<>>;
 using ModelBlockDone =
@@ -54,8 +58,8 @@ using ModelBlockDone =
 
 // The calibration pass over the f32 model of `model` (built here, `threads` threads),
 // for the calibrated methods: each block's four sites reach `block_done` together, with
-// the weights the pass runs (a sequential method swaps their layers). The classifier's
-// site is not kept.
+// the weights the pass runs (a sequential method swaps their layers). The head is not
+// run: the classifier's site is not needed.
 void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vector<int>>& chunks,
                             bool gram, int threads, const ModelBlockDone& block_done,
                             const CalibrationProgress& progress = {}, int sample_rows = 0);
@@ -66,6 +70,6 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
 void run_calibration(LlamaExecutor& executor, const LlamaConfig& config,
                      const std::vector<std::vector<int>>& chunks, bool gram, const SiteSink& sink,
                      const CalibrationProgress& progress = {}, const BlockDone& block_done = {},
-                     int sample_rows = 0);
+                     int sample_rows = 0, HeadSite head = HeadSite::observe);
 
 }  // namespace qforge

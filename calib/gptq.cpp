@@ -6,23 +6,25 @@
 #include <string>
 
 #include "calib/blas_library.h"
+#include "calib/gptq_group_loss.h"
 #include "jit/base/error.h"
 #include "jit/base/parallel_for.h"
 
 namespace qforge {
 namespace {
 
-// In place: the lower Cholesky factor of the column-major symmetric matrix `a` (L L^T),
-// its inverse from that factor, ... LAPACK reads and writes the lower triangle only.
-int lapack_cholesky(std::vector<double>& a, int k) {
+// In place: the upper Cholesky factor of the column-major symmetric matrix `a`
+// (a = S^T S); LAPACK reads and writes the upper triangle only.
+int lapack_cholesky_upper(std::vector<double>& a, int k) {
   int info = 0;
-  blas().dpotrf("L", &k, a.data(), &k, &info, 1);
+  blas().dpotrf("U", &k, a.data(), &k, &info, 1);
   return info;
 }
 
-int lapack_inverse_from_cholesky(std::vector<double>& a, int k) {
+// In place: the inverse of the lower triangle of the column-major `a`.
+int lapack_invert_lower(std::vector<double>& a, int k) {
   int info = 0;
-  blas().dpotri("L", &k, a.data(), &k, &info, 1);
+  blas().dtrtri("L", "N", &k, a.data(), &k, &info, 1, 1);
   return info;
 }
 
@@ -74,7 +76,7 @@ GroupParams search_group_params(const float* values, const double* weights, std:
 }
 
 GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions& options,
-                         const std::string& site)
+                         const std::string& site, int threads)
     : k_(k), options_(options), order_(static_cast<std::size_t>(k)), dead_(std::size_t(k), 0) {
   QF_REQUIRE(k > 0 && gram.size() == std::size_t(k) * std::size_t(k), "GPTQ: ", site,
              ": a Gram matrix of ", gram.size(), " values for ", k, " input channels");
@@ -110,17 +112,21 @@ GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions&
     }
     factor_[i * ku + i] = diag[oi] + damp;
   }
+  // U without forming H^-1 (half the arithmetic of factor, invert, factor again). With J
+  // the order reversal, J H J = S^T S (S upper) gives H = V V^T for the upper V = J S^T J,
+  // so H^-1 = V^-T V^-1 and U = V^-1, that is U^T = (J S J)^-1, lower. Column-major, J M J
+  // is the flat array reversed; the column-major lower U^T read row-major is U.
+  blas().set_num_threads(std::max(1, threads));
+  std::reverse(factor_.begin(), factor_.end());  // J H J (symmetric: either major)
   const char* advice = " (raise --gptq-damp, or calibrate on more tokens)";
-  int info = lapack_cholesky(factor_, k);
-  QF_REQUIRE(info == 0, "GPTQ: ", site, ": the damped Hessian is not positive definite (pivot ",
-             info, ")", advice);
-  info = lapack_inverse_from_cholesky(factor_, k);
+  int info = lapack_cholesky_upper(factor_, k);
+  QF_REQUIRE(info == 0, "GPTQ: ", site,
+             ": the damped Hessian is not positive definite (the block of its last ", info,
+             " columns)", advice);
+  std::reverse(factor_.begin(), factor_.end());  // J S J, lower (the rest: H's entries)
+  info = lapack_invert_lower(factor_, k);
   QF_REQUIRE(info == 0, "GPTQ: ", site, ": the Hessian is singular (", info, ")", advice);
-  info = lapack_cholesky(factor_, k);  // of H^-1 = L L^T
-  QF_REQUIRE(info == 0, "GPTQ: ", site, ": the inverse Hessian is not positive definite (", info,
-             ")", advice);
-  // Column-major L read row-major is L^T = U, upper: H^-1 = U^T U. Clear what LAPACK left
-  // below the diagonal (row-major) so rows hold U alone.
+  // Clear what LAPACK left below the diagonal (row-major) so rows hold U alone.
   for (std::size_t i = 0; i < ku; ++i)
     std::fill(factor_.begin() + static_cast<std::ptrdiff_t>(i * ku),
               factor_.begin() + static_cast<std::ptrdiff_t>(i * ku + i), 0.0);
@@ -130,43 +136,28 @@ namespace {
 
 // The clipping grid's parameters for the group of a row whose columns are `first` ..
 // `first + count` in processing order, scored by the loss GPTQ itself accrues on the
-// group: its columns quantized in order, each column's error e_i = (w_i - deq(q_i)) / U_ii
-// pushed into the group's later columns (w_j -= e_i U_ij), loss = sum of e_i^2 (first on
-// ties, so the full range unless shrinking helps). Later groups see the same pushes
-// whichever parameters win, so the group's own loss decides. The grid's ranges run side
-// by side, column by column (scratch: count x kClipGrid, the range fastest), so their
-// chains of divisions overlap and the pushes vectorize across ranges.
+// group (calib/gptq_group_loss.h): its columns quantized in order, each column's error
+// pushed into the group's later columns; first on ties, so the full range unless
+// shrinking helps. Later groups see the same pushes whichever parameters win, so the
+// group's own loss decides.
 GroupParams search_group_params_gptq(const float* values, const GptqHessian& hessian,
                                      std::int64_t first, std::int64_t count, int bits,
                                      bool asymmetric, std::vector<double>& scratch) {
   constexpr int R = kClipGrid;
+  static_assert(R <= kClipLanes);
   float lo = 0.f, hi = 0.f;
   for (std::int64_t i = 0; i < count; ++i) {
     lo = std::min(lo, values[i]);
     hi = std::max(hi, values[i]);
   }
   GroupParams params[R];
-  double loss[R], e[R];
   for (int r = 0; r < R; ++r) {
     const auto p = static_cast<float>(clip_factor(r));
     params[r] = group_params_from_range(lo * p, hi * p, bits, asymmetric);
-    loss[r] = 0;
   }
-  scratch.resize(static_cast<std::size_t>(count) * R);
-  double* __restrict w = scratch.data();
-  for (std::int64_t i = 0; i < count; ++i)
-    for (int r = 0; r < R; ++r) w[i * R + r] = values[i];
-  for (std::int64_t i = 0; i < count; ++i) {
-    const double* __restrict u = hessian.factor_row(int(first + i)) + first;
-    for (int r = 0; r < R; ++r) {
-      const double wi = w[i * R + r];
-      const int q = quantize_value(static_cast<float>(wi), params[r], bits, asymmetric);
-      e[r] = (wi - dequantized(q, params[r], asymmetric)) / u[i];
-      loss[r] += e[r] * e[r];
-    }
-    for (std::int64_t jj = i + 1; jj < count; ++jj)
-      for (int r = 0; r < R; ++r) w[jj * R + r] -= e[r] * u[jj];
-  }
+  double loss[R];
+  gptq_group_losses(values, count, hessian.factor_row(int(first)) + first, hessian.k(), params, R,
+                    bits, asymmetric, loss, scratch);
   int best = 0;
   for (int r = 1; r < R; ++r)
     if (loss[r] < loss[best]) best = r;

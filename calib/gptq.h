@@ -5,7 +5,9 @@
 //   H   = G + damp * mean(diag G) * I        G = X^T X / count (the site's Gram matrix);
 //                                             a channel never seen (G_jj = 0) gets H_jj = 1
 //                                             and its weights 0
-//   U   = upper Cholesky factor of H^-1       H^-1 = U^T U
+//   U   = upper Cholesky factor of H^-1       H^-1 = U^T U, as the inverse of H's
+//                                             "reversed" factor: H = V V^T, V upper,
+//                                             makes H^-1 = V^-T V^-1, so U = V^-1
 //   for blocks of B columns [i1, i2), in processing order (natural, or act-order):
 //     for column i in the block:
 //       q_i = Q(w_i)                           the scheme's rounding, group parameters taken
@@ -59,9 +61,9 @@ GroupParams search_group_params(const float* values, const double* weights, std:
 class GptqHessian {
  public:
   // `gram` is k x k, row-major, symmetric. Throws when H is not positive definite even
-  // after damping (naming `site`).
+  // after damping (naming `site`). LAPACK runs on `threads` threads.
   GptqHessian(std::span<const double> gram, int k, const GptqOptions& options,
-              const std::string& site);
+              const std::string& site, int threads = 1);
 
   int k() const { return k_; }
   const GptqOptions& options() const { return options_; }

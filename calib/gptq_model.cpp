@@ -35,7 +35,7 @@ std::vector<PlannedLayer> served_layers(const ModelFile& model, const Precision&
 // GPTQ of every tensor of `layer` with the Hessian of its input's Gram matrix.
 int quantize_layer(ModelFile& model, const PlannedLayer& layer, std::span<const double> gram, int k,
                    const GptqOptions& options, int threads) {
-  const GptqHessian hessian(gram, k, options, layer.name);
+  const GptqHessian hessian(gram, k, options, layer.name, threads);
   for (const std::string& name : layer.tensors) {
     const TensorView& t = model.tensor(name);
     std::vector<float> w(static_cast<std::size_t>(t.rows * t.columns));

@@ -2,8 +2,15 @@
 // Hessian is made of. Each call adds one chunk of rows:
 //
 //   rows added  --buffered up to kBatchRows-->  X (batch x k)
-//   --oneDNN f32 matmul-->  X^T X (k x k, f32: <= kBatchRows terms per entry)
-//   --added to-->  G (k x k, double)
+//   --oneDNN f32 matmuls-->  X^T X (k x k, f32: <= kBatchRows terms per entry), only the
+//                            blocks on and above the diagonal:
+//
+//        k columns in blocks of kBlock           each block (a, b), a <= b:
+//        [ D  U  U  U ]                            X[:, a]^T X[:, b]   (kBlock x kBlock)
+//        [    D  U  U ]
+//        [       D  U ]    (about half the multiply-adds of the whole product)
+//        [          D ]
+//   --added to-->  G (k x k, double, upper blocks; sum() mirrors the rest)
 //
 // so the long sum over all calibration tokens is in double and one batch's in f32, and
 // the k x k double matrix is read and written once per kBatchRows rows, not per chunk.
@@ -24,10 +31,11 @@ class GramAccumulator {
   GramAccumulator& operator=(GramAccumulator&&) noexcept;
 
   static constexpr int kBatchRows = 2048;
+  static constexpr int kBlock = 256;  // columns per block of the product
 
   void add(const float* x, int rows);  // rows x k, row-major
   int k() const { return k_; }
-  // Row-major k x k, symmetric: every row added so far.
+  // Row-major k x k, exactly symmetric: every row added so far.
   std::span<const double> sum();
 
  private:
