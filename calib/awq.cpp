@@ -63,6 +63,53 @@ GroupParams search_group_params_gram(const float* values, const double* gram, st
   return best;
 }
 
+// Q(W diag(s)) of the n x k matrix `w`, dequantized: with the clipping search on the
+// scaled input's Gram matrix (the quantizer the layer will get), or round-to-nearest.
+std::vector<float> quantize_scaled(const float* w, std::int64_t n, const AwqInput& input,
+                                   const std::vector<double>& s, const QuantScheme& scheme,
+                                   const AwqOptions& options, int threads) {
+  const std::size_t ku = s.size();
+  std::vector<float> scaled(static_cast<std::size_t>(n) * ku);
+  for (std::size_t j = 0; j < scaled.size(); ++j)
+    scaled[j] = static_cast<float>(w[j] * s[j % ku]);
+  std::vector<float> back;
+  if (options.clip) {
+    std::vector<double> energy(ku), gram;
+    for (std::size_t c = 0; c < ku; ++c) energy[c] = input.mean_sq[c] / (s[c] * s[c]);
+    if (!input.gram.empty()) {
+      gram.resize(ku * ku);
+      for (std::size_t a = 0; a < ku; ++a)
+        for (std::size_t b = 0; b < ku; ++b) gram[a * ku + b] = input.gram[a * ku + b] / (s[a] * s[b]);
+    }
+    back = dequantize(quantize_clipped(scaled.data(), n, input.k, scheme, energy.data(), gram,
+                                       threads));
+  } else {
+    back = dequantize(quantize_reference(scaled.data(), n, input.k, scheme));
+  }
+  return back;
+}
+
+// sum over rows r of e_r G e_r^T, e = back diag(s)^-1 - w (G's diagonal E[x^2] where there
+// is no G).
+double gram_error(const std::vector<float>& w, const std::vector<float>& back,
+                  const std::vector<double>& s, const AwqInput& input, int threads) {
+  const auto ku = static_cast<std::size_t>(input.k);
+  const auto m = static_cast<int>(w.size() / ku);
+  std::vector<double> e(w.size());
+  for (std::size_t j = 0; j < w.size(); ++j) e[j] = back[j] / s[j % ku] - w[j];
+  double error = 0;
+  if (input.gram.empty()) {
+    for (std::size_t j = 0; j < e.size(); ++j) error += e[j] * e[j] * input.mean_sq[j % ku];
+    return error;
+  }
+  std::vector<double> product(e.size());  // sum_r e_r G e_r^T = sum (E G) .* E
+  blas().set_num_threads(std::max(1, threads));
+  blas().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, input.k, input.k, 1.0, e.data(),
+               input.k, input.gram.data(), input.k, 0.0, product.data(), input.k);
+  for (std::size_t j = 0; j < e.size(); ++j) error += product[j] * e[j];
+  return error;
+}
+
 void require_served(const QuantScheme& scheme) {
   QF_REQUIRE(scheme.granularity != Granularity::per_tensor, "--awq with ", to_string(scheme),
              ": AWQ needs per-channel or per-group scales (one scale per tensor is not served)");
@@ -73,7 +120,7 @@ void require_served(const QuantScheme& scheme) {
 AwqScales search_awq_scales(const std::vector<const float*>& weights,
                             const std::vector<std::int64_t>& rows, const AwqInput& input,
                             const QuantScheme& scheme, const AwqOptions& options, int tie,
-                            int tie_period, int threads) {
+                            int tie_period, int threads, const AwqOutputError& output_error) {
   require_served(scheme);
   const int k = input.k;
   const auto ku = static_cast<std::size_t>(k);
@@ -105,45 +152,24 @@ AwqScales search_awq_scales(const std::vector<const float*>& weights,
         for (int h = 0; h < tie; ++h) base[std::size_t(b + h * tie_period + d)] = sum / tie;
       }
   }
-  std::vector<float> scaled(sample.size());
-  std::vector<double> error_rows(sample.size()), product(sample.size());
   AwqScales best;
   for (int i = 0; i < options.grid; ++i) {
     const double alpha = static_cast<double>(i) / options.grid;
     std::vector<double> s = scales_for(base, alpha);
-    for (std::int64_t r = 0; r < m; ++r)
-      for (std::size_t c = 0; c < ku; ++c)
-        scaled[std::size_t(r) * ku + c] =
-            static_cast<float>(sample[std::size_t(r) * ku + c] * s[c]);
-    // The quantizer the layer will get: with the clipping search on the scaled input's
-    // Gram matrix, or round-to-nearest.
-    std::vector<float> back;
-    if (options.clip) {
-      std::vector<double> energy(ku), gram;
-      for (std::size_t c = 0; c < ku; ++c) energy[c] = input.mean_sq[c] / (s[c] * s[c]);
-      if (!input.gram.empty()) {
-        gram.resize(ku * ku);
-        for (std::size_t a = 0; a < ku; ++a)
-          for (std::size_t b = 0; b < ku; ++b)
-            gram[a * ku + b] = input.gram[a * ku + b] / (s[a] * s[b]);
-      }
-      back =
-          dequantize(quantize_clipped(scaled.data(), m, k, scheme, energy.data(), gram, threads));
-    } else {
-      back = dequantize(quantize_reference(scaled.data(), m, k, scheme));
-    }
-    for (std::size_t j = 0; j < sample.size(); ++j) error_rows[j] = back[j] / s[j % ku] - sample[j];
     double error = 0;
-    if (input.gram.empty()) {
-      for (std::size_t j = 0; j < sample.size(); ++j)
-        error += error_rows[j] * error_rows[j] * input.mean_sq[j % ku];
-    } else {  // sum_r e_r G e_r^T = sum (E G) .* E
-      blas().set_num_threads(std::max(1, threads));
-      blas().dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), k, k, 1.0, error_rows.data(),
-                   k, input.gram.data(), k, 0.0, product.data(), k);
-      for (std::size_t j = 0; j < sample.size(); ++j) error += product[j] * error_rows[j];
+    if (output_error) {
+      std::vector<std::vector<float>> back;
+      for (std::size_t t = 0; t < weights.size(); ++t) {
+        back.push_back(quantize_scaled(weights[t], rows[t], input, s, scheme, options, threads));
+        for (std::size_t j = 0; j < back.back().size(); ++j)
+          back.back()[j] = static_cast<float>(back.back()[j] / s[j % ku]);
+      }
+      error = output_error(back);
+    } else {
+      const std::vector<float> back = quantize_scaled(sample.data(), m, input, s, scheme, options,
+                                                      threads);
+      error = gram_error(sample, back, s, input, threads) / static_cast<double>(m);
     }
-    error /= static_cast<double>(m);
     if (i == 0) best.rtn_error = error;
     if (i == 0 || error < best.error) {
       best.alpha = alpha;

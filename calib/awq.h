@@ -7,6 +7,11 @@
 //             = sum over rows r of e_r G e_r^T          G = the input's Gram matrix
 //                                                       (its diagonal E[x^2] without one)
 //   alpha     = argmin over the grid 0, 1/20, ..., 19/20 (alpha 0 is round-to-nearest)
+// or, with the block objective, the error the block's output takes (AutoAWQ's
+// "module to inspect", here the whole block):
+//   error(a)  = || block(x; layer <- Q(W diag(s)) diag(s)^-1) - block(x) ||^2 / tokens
+// which also weighs what the attention softmax, the SwiGLU gate and the layers after this
+// one make of the layer's error, where the Gram form sees the layer's output alone.
 //   Q         the quantizer the layer gets: with the clipping search (on the scaled
 //             input's Gram matrix), or plain round-to-nearest
 // evaluated on up to `search_rows` rows of W spread evenly (rows are independent).
@@ -16,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,11 +30,23 @@
 
 namespace qforge {
 
+// What the alpha search minimises: the layer's own output error (its Gram matrix), or
+// the error of the block's output with the layer quantized (needs the calibration pass:
+// calib/calibrator.h's BlockRerun).
+enum class AwqObjective { layer, block };
+
 struct AwqOptions {
   int grid = 20;          // alphas i / grid, i in [0, grid)
-  int search_rows = 512;  // rows of W the error is measured on (all when fewer)
+  int search_rows = 512;  // rows of W the layer error is measured on (all when fewer)
   bool clip = true;       // then per-group clipping search (search_group_params)
+  AwqObjective objective = AwqObjective::layer;
+  int block_chunks = 2;   // calibration chunks the block objective reruns (all when fewer)
 };
+
+// The block objective for one layer: the mean squared error of the block's output when
+// the layer computes with `dequantized` (one matrix per weight, rows[i] x k, in the order
+// search_awq_scales got them) in place of its weights.
+using AwqOutputError = std::function<double(const std::vector<std::vector<float>>& dequantized)>;
 
 // What AWQ reads of a layer's input.
 struct AwqInput {
@@ -50,11 +68,13 @@ struct AwqScales {
 // rows[i] x k. `tie` > 1 makes channels c and c' with c % tie_period == c' % tie_period
 // and c / tie_period / tie == c' / tie_period / tie share one scale (wo's inputs: the
 // query heads of one kv head read the same v rows: tie = heads per kv head, period =
-// head_dim); 1: every channel its own.
+// head_dim); 1: every channel its own. With `output_error` the alphas are scored by it
+// (every row quantized), else by the Gram form on `search_rows` rows.
 AwqScales search_awq_scales(const std::vector<const float*>& weights,
                             const std::vector<std::int64_t>& rows, const AwqInput& input,
                             const QuantScheme& scheme, const AwqOptions& options, int tie = 1,
-                            int tie_period = 1, int threads = 1);
+                            int tie_period = 1, int threads = 1,
+                            const AwqOutputError& output_error = {});
 
 // Round-to-nearest with each group's range shrunk on the clipping grid (calib/gptq.h) to
 // the factor that least moves the layer's output on the group's inputs: e G_gg e^T, with

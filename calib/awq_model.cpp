@@ -6,6 +6,7 @@
 #include "calib/calibrator.h"
 #include "calib/input_scaling.h"
 #include "jit/base/error.h"
+#include "model/runtime/dense_linear.h"
 
 namespace qforge {
 namespace {
@@ -17,8 +18,9 @@ class BlockScaler {
               int threads, AwqSummary& summary)
       : model_(model), plan_(plan), options_(options), threads_(threads), summary_(summary) {}
 
-  template <typename SiteOf>
-  void block(int l, SiteOf&& site_of) {
+  // output_error_of(layer): the block objective for that layer, or empty (the Gram form).
+  template <typename SiteOf, typename OutputErrorOf>
+  void block(int l, SiteOf&& site_of, OutputErrorOf&& output_error_of) {
     const LlamaConfig& c = model_.config();
     const std::string prefix = "blk." + std::to_string(l) + ".";
     struct Done {
@@ -45,7 +47,7 @@ class BlockScaler {
       const int tie = wo ? c.n_heads / c.n_kv_heads : 1;
       const int period = wo ? c.dim / c.n_heads : 1;
       AwqScales scales = search_awq_scales(pointers, rows, input, layer.choice.scheme, options_,
-                                           tie, period, threads_);
+                                           tie, period, threads_, output_error_of(layer));
       summary_.layers.push_back({layer.name, scales.alpha, scales.error, scales.rtn_error});
       done.push_back({&layer, input, std::move(scales.s)});
     }
@@ -84,6 +86,34 @@ class BlockScaler {
   AwqSummary& summary_;
 };
 
+// The block objective of `layer`: the block rerun over the first chunks with the layer's
+// slot holding the candidate (dense f32, the dequantized matrices stacked in the layer's
+// row order), its output's squared distance from `reference` per token, the slot restored.
+AwqOutputError block_output_error(const PlannedLayer& layer, LlamaWeights& weights,
+                                  const BlockRerun& rerun, const std::vector<float>& reference,
+                                  int chunks, int dim) {
+  return [&layer, &weights, &rerun, &reference, chunks,
+          dim](const std::vector<std::vector<float>>& dequantized) {
+    std::unique_ptr<LinearLayer>& slot = weights.linear_slot(layer.name);
+    std::vector<float> stacked;
+    for (const std::vector<float>& m : dequantized) stacked.insert(stacked.end(), m.begin(), m.end());
+    QF_REQUIRE(static_cast<std::int64_t>(stacked.size()) ==
+                   (slot->fusion() == LinearFusion::swiglu ? 2 : 1) * slot->n() * slot->k(),
+               "AWQ: ", layer.name, ": candidate of another shape than the layer");
+    std::unique_ptr<LinearLayer> original = std::move(slot);
+    slot = std::make_unique<DenseLinear>(stacked.data(), original->n(), original->k(),
+                                         original->fusion());
+    const std::vector<float> out = rerun(chunks);
+    slot = std::move(original);
+    double error = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const double d = static_cast<double>(out[i]) - reference[i];
+      error += d * d;
+    }
+    return error / static_cast<double>(out.size() / static_cast<std::size_t>(dim));
+  };
+}
+
 }  // namespace
 
 AwqSummary apply_awq(ModelFile& model, const Precision& precision, const AwqSource& source,
@@ -101,22 +131,39 @@ AwqSummary apply_awq(ModelFile& model, const Precision& precision, const AwqSour
   if (source.file != nullptr) {
     const CalibrationFile& file = *source.file;
     file.check_model(c, model.path());
+    QF_REQUIRE(options.objective == AwqObjective::layer,
+               "--awq-objective block runs the blocks on calibration text: give --calib-text "
+               "rather than the calibration file ",
+               file.path());
     for (int l = 0; l < c.n_layers; ++l) {
-      scaler.block(l, [&](const std::string& name) {
-        const CalibrationSite& site = file.site(name);
-        return AwqInput{name, site.k, site.mean_abs, site.mean_sq, site.gram};
-      });
+      scaler.block(
+          l,
+          [&](const std::string& name) {
+            const CalibrationSite& site = file.site(name);
+            return AwqInput{name, site.k, site.mean_abs, site.mean_sq, site.gram};
+          },
+          [](const PlannedLayer&) { return AwqOutputError{}; });
       if (progress) progress(l + 1, c.n_layers);
     }
   } else {
     QF_REQUIRE(!source.chunks.empty(), "--awq: no calibration chunks");
     calibrate_model_blocks(
         model, source.chunks, /*gram=*/true, threads,
-        [&](int l, const BlockSites& sites, LlamaWeights&) {
-          scaler.block(l, [&](const std::string& name) {
-            const SiteStatistics& s = sites.at(name);
-            return AwqInput{name, s.k, s.mean_abs, s.mean_sq, s.gram};
-          });
+        [&](int l, const BlockSites& sites, LlamaWeights& weights, const BlockRerun& rerun) {
+          const bool by_block = options.objective == AwqObjective::block;
+          const std::vector<float> reference =
+              by_block ? rerun(options.block_chunks) : std::vector<float>{};
+          scaler.block(
+              l,
+              [&](const std::string& name) {
+                const SiteStatistics& s = sites.at(name);
+                return AwqInput{name, s.k, s.mean_abs, s.mean_sq, s.gram};
+              },
+              [&](const PlannedLayer& layer) {
+                return by_block ? block_output_error(layer, weights, rerun, reference,
+                                                     options.block_chunks, c.dim)
+                                : AwqOutputError{};
+              });
           return BlockStep::next;  // folding keeps the function: the next inputs stay
         },
         progress);

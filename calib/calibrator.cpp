@@ -76,6 +76,16 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
         for (int p0 = 0; p0 < ctx; p0 += kRows)
           executor.forward_block(l, rows_of(s, p0), std::min(kRows, ctx - p0), p0);
     };
+    const BlockRerun rerun = [&](int count) {
+      const std::size_t n = std::min(chunks.size(), static_cast<std::size_t>(std::max(0, count)));
+      const std::size_t floats = static_cast<std::size_t>(ctx) * dim;
+      std::vector<float> out(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n * floats));
+      for (std::size_t s = 0; s < n; ++s)
+        for (int p0 = 0; p0 < ctx; p0 += kRows)
+          executor.forward_block(l, out.data() + s * floats + static_cast<std::size_t>(p0) * dim,
+                                 std::min(kRows, ctx - p0), p0);
+      return out;
+    };
     BlockStep step = BlockStep::again;
     while (step == BlockStep::again) {
       if (block_done) residual = inputs;
@@ -92,7 +102,7 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
       executor.set_observer(nullptr);
       for (auto& site : sites) sink(site->finish());
       sites.clear();  // the Gram matrices, before the block's method needs memory
-      step = block_done ? block_done(l) : BlockStep::next;
+      step = block_done ? block_done(l, rerun) : BlockStep::next;
     }
     if (step == BlockStep::advance) {
       residual = inputs;
@@ -128,8 +138,8 @@ void calibrate_model_blocks(const ModelFile& model, const std::vector<std::vecto
         sites.insert_or_assign(std::move(name), std::move(s));
       },
       progress,
-      [&](int l) {
-        const BlockStep step = block_done(l, sites, weights);
+      [&](int l, const BlockRerun& rerun) {
+        const BlockStep step = block_done(l, sites, weights, rerun);
         sites.clear();
         return step;
       },

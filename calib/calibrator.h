@@ -45,7 +45,12 @@ using CalibrationProgress = std::function<void(int done, int total)>;
 //   advance   run the block again from the same inputs, not observing, then on: the next
 //             block sees what the changed block computes
 enum class BlockStep { next, again, advance };
-using BlockDone = std::function<BlockStep(int layer)>;
+// Inside block_done: runs the block (with the layers it holds now) again from its inputs,
+// over the first `chunks` chunks (all of them when fewer), not observing, and returns what
+// it computes: chunks x ctx x dim floats, chunk-major. A method measures a candidate layer
+// by the block output it gives (calib/awq_model.h).
+using BlockRerun = std::function<std::vector<float>(int chunks)>;
+using BlockDone = std::function<BlockStep(int layer, const BlockRerun& rerun)>;
 
 // Whether the pass ends with the classifier's site (a full-vocabulary forward of every
 // calibration token) or stops after the last block.
@@ -53,8 +58,8 @@ enum class HeadSite { observe, skip };
 
 // The sites of one block by name ("blk.3.attn_qkv", ...).
 using BlockSites = std::map<std::string, SiteStatistics, std::less<>>;
-using ModelBlockDone =
-    std::function<BlockStep(int layer, const BlockSites& sites, LlamaWeights& weights)>;
+using ModelBlockDone = std::function<BlockStep(int layer, const BlockSites& sites,
+                                               LlamaWeights& weights, const BlockRerun& rerun)>;
 
 // The calibration pass over the f32 model of `model` (built here, `threads` threads),
 // for the calibrated methods: each block's four sites reach `block_done` together, with

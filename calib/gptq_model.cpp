@@ -100,7 +100,7 @@ GptqSummary apply_gptq(ModelFile& model, const Precision& precision, const GptqS
     std::size_t next = 0;  // the next layer of `layers` to quantize
     calibrate_model_blocks(
         model, source.chunks, /*gram=*/true, threads,
-        [&](int l, const BlockSites& sites, LlamaWeights& weights) {
+        [&](int l, const BlockSites& sites, LlamaWeights& weights, const BlockRerun&) {
           const std::string prefix = "blk." + std::to_string(l) + ".";
           bool changed = false;
           for (; next < layers.size() && layers[next].name.starts_with(prefix); ++next) {

@@ -150,7 +150,7 @@ SmoothQuantSummary apply_smoothquant(ModelFile& model, const Precision& precisio
     QF_REQUIRE(!source.chunks.empty(), "--smoothquant: no calibration chunks");
     calibrate_model_blocks(
         model, source.chunks, /*gram=*/false, threads,
-        [&](int l, const BlockSites& sites, LlamaWeights&) {
+        [&](int l, const BlockSites& sites, LlamaWeights&, const BlockRerun&) {
           smooth_block(
               l,
               [&](const std::string& name) {

@@ -144,7 +144,7 @@ StaticActivationSummary apply_static_activations(ModelFile& model, const Precisi
                ": no calibration chunks");
     calibrate_model_blocks(
         model, source.chunks, /*gram=*/false, threads,
-        [&](int l, const BlockSites& sites, LlamaWeights&) {
+        [&](int l, const BlockSites& sites, LlamaWeights&, const BlockRerun&) {
           scale_block(
               l, [&](const std::string& name) { return std::span(sites.at(name).absmax); },
               [&](const std::string& name) { return &sites.at(name).samples; }, false);

@@ -37,6 +37,14 @@ void add_method_options(CLI::App* cmd, MethodOptions& o) {
                 "into the norms, v and up), then a clipping search (needs --calib or "
                 "--calib-text; before --gptq when both are given)");
   cmd->add_flag("!--no-awq-clip", o.awq_clip, "AWQ without the per-group clipping search");
+  cmd->add_option("--awq-objective", o.awq_objective,
+                  "What AWQ's alpha search minimises: layer (each layer's output error, from "
+                  "its Gram matrix; the default) or block (the error of the block's output, "
+                  "the block rerun per candidate; needs --calib-text)")
+      ->check(CLI::IsMember({"layer", "block"}));
+  cmd->add_option("--awq-block-chunks", o.awq_block_chunks,
+                  "Calibration chunks the block objective reruns per candidate (default 2)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--gptq", o.gptq,
                 "GPTQ: choose the linear layers' integers to keep their outputs on the "
                 "calibration data (needs --calib or --calib-text; int8 / int4, any group)");
@@ -128,6 +136,8 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
   options.act_order = o.act_order;
   AwqOptions awq;
   awq.clip = o.awq_clip;
+  awq.objective = o.awq_objective == "block" ? AwqObjective::block : AwqObjective::layer;
+  awq.block_chunks = o.awq_block_chunks;
   return [o, precision, threads, quiet, options, awq, sq_alpha, drop_file_scales](
              ModelFile& model, const Tokenizer& tokenizer) {
     if (drop_file_scales) model.clear_activation_scales();
@@ -184,10 +194,11 @@ ModelPreparer method_preparer(const MethodOptions& o, const Precision& precision
         }
         const double n = std::max<double>(1, static_cast<double>(scaled.layers.size()));
         std::fprintf(stderr,
-                     "awq: %zu layers of %s on %s: alpha mean %.2f (%.2f .. %.2f), output error "
-                     "%.2fx alpha 0's (round-to-nearest%s); %.1f s\n",
+                     "awq: %zu layers of %s on %s: alpha mean %.2f (%.2f .. %.2f), %s output "
+                     "error %.2fx alpha 0's (round-to-nearest%s); %.1f s\n",
                      scaled.layers.size(), to_string(precision).c_str(), where.c_str(), sum / n, lo,
-                     hi, gain / n, o.awq_clip ? " with clipping" : "", scaled.seconds);
+                     hi, o.awq_objective.c_str(), gain / n, o.awq_clip ? " with clipping" : "",
+                     scaled.seconds);
       }
     }
     const auto* input_scales = o.awq           ? &scaled.input_scales

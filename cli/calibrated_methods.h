@@ -4,7 +4,8 @@
 //
 //   --smoothquant [--sq-alpha A|auto]  activation outliers moved into the weights (folded into
 //                                norms, v and up), for the int8 activations
-//   --awq [--no-awq-clip]        activation-aware scales folded into norms and weights,
+//   --awq [--no-awq-clip] [--awq-objective layer|block [--awq-block-chunks N]]
+//                                activation-aware scales folded into norms and weights,
 //                                then round-to-nearest with a clipping search
 //   --gptq [--gptq-damp D] [--act-order]   (after --smoothquant / --awq when given)
 //     with --calib FILE        one-shot: Hessians from a calibration file's Gram matrices
@@ -34,6 +35,8 @@ struct MethodOptions {
   std::string sq_alpha = "0.5";  // or "auto"
   bool awq = false;
   bool awq_clip = true;
+  std::string awq_objective = "layer";
+  int awq_block_chunks = 2;
   bool gptq = false;
   double gptq_damp = 0.01;
   bool act_order = false;

@@ -85,6 +85,53 @@ TEST(Calibration, BlockAtATimeComputesWhatForwardComputes) {
   }
 }
 
+// Inside block_done, the rerun computes the block from its inputs: for the first chunks
+// (capped at the pass's), bit for bit what embed_rows and forward_block through blocks
+// 0 .. l give each chunk, and the pass goes on unchanged after it.
+TEST(Calibration, BlockRerunComputesTheBlockFromItsInputs) {
+  auto session = open_session(stories(), parse_precision("f32"), 2, kCtx);
+  LlamaExecutor& ex = *session->executor;
+  const LlamaConfig& c = session->model.weights.config;
+  const auto chunks = random_chunks(3, kCtx, c.vocab_size, 1, 9);
+  std::vector<std::vector<float>> reruns, capped;
+  std::vector<double> first_pass, with_reruns;
+  const auto sums = [](std::vector<double>& into) {
+    return [&into](const SiteStatistics& s) {
+      double total = 0;
+      for (double v : s.mean_abs) total += v;
+      into.push_back(total);
+    };
+  };
+  run_calibration(ex, c, chunks, false, sums(first_pass));
+  run_calibration(ex, c, chunks, false, sums(with_reruns), {},
+                  [&](int, const BlockRerun& rerun) {
+                    reruns.push_back(rerun(2));
+                    capped.push_back(rerun(50));
+                    return BlockStep::next;
+                  });
+  EXPECT_EQ(with_reruns, first_pass) << "the reruns changed what the pass observes";
+  ASSERT_EQ(reruns.size(), std::size_t(c.n_layers));
+  constexpr int kRows = LlamaExecutor::kChunkRows;
+  for (std::size_t s = 0; s < chunks.size(); ++s) {
+    std::vector<float> x(static_cast<std::size_t>(kCtx) * c.dim);
+    ex.embed_rows(chunks[s], x.data());
+    for (int l = 0; l < c.n_layers; ++l) {
+      for (int p0 = 0; p0 < kCtx; p0 += kRows)
+        ex.forward_block(l, x.data() + std::size_t(p0) * c.dim, std::min(kRows, kCtx - p0), p0);
+      const auto& all = capped[std::size_t(l)];
+      ASSERT_EQ(all.size(), chunks.size() * x.size());
+      EXPECT_TRUE(std::equal(x.begin(), x.end(), all.begin() + std::ptrdiff_t(s * x.size())))
+          << "block " << l << " chunk " << s;
+      if (s < 2) {
+        ASSERT_EQ(reruns[std::size_t(l)].size(), 2 * x.size());
+        EXPECT_TRUE(std::equal(x.begin(), x.end(),
+                               reruns[std::size_t(l)].begin() + std::ptrdiff_t(s * x.size())))
+            << "block " << l << " chunk " << s;
+      }
+    }
+  }
+}
+
 // The file's statistics against float64 sums over the inputs forward() produced for the
 // same chunks (a different route: whole chunks through every block).
 TEST(Calibration, StatisticsMatchAFloat64ReferenceOfEveryLayerInput) {

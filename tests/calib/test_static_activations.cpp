@@ -145,7 +145,7 @@ TEST(StaticActivations, AutoKeepsTheLayersWithinTheFallbackAndRunsTheSameKernels
   ModelFile file = open_model(stories());
   std::map<std::string, float> maxima;
   calibrate_model_blocks(file, calib_chunks(calibrated->model.tokenizer, 4, 256), false, 2,
-                         [&](int, const BlockSites& sites, LlamaWeights&) {
+                         [&](int, const BlockSites& sites, LlamaWeights&, const BlockRerun&) {
                            for (const auto& [name, site] : sites)
                              maxima[name] =
                                  *std::max_element(site.absmax.begin(), site.absmax.end());

@@ -467,6 +467,8 @@ TEST(CalibratedMethods, OneShotFromACalibrationFileAndTheirErrors) {
   expect_error("--gptq", "--gptq needs --calib FILE");
   expect_error("--awq", "--awq needs --calib FILE");
   expect_error("--gptq --calib " + without, "has no Gram matrices");
+  expect_error("--awq --awq-objective block --calib " + with_gram, "--awq-objective block runs");
+  expect_error("--awq --awq-objective output --calib " + with_gram, "--awq-objective");
   expect_error("--gptq --calib " + with_gram + " --calib-text " + calib_text, "give one of them");
   expect_error("--calib " + with_gram, "no calibrated method asks for it");
   expect_error("--gptq --calib " + with_gram + " --true-sequential", "only with --calib-text");
