@@ -70,8 +70,7 @@ std::vector<float> quantize_scaled(const float* w, std::int64_t n, const AwqInpu
                                    const AwqOptions& options, int threads) {
   const std::size_t ku = s.size();
   std::vector<float> scaled(static_cast<std::size_t>(n) * ku);
-  for (std::size_t j = 0; j < scaled.size(); ++j)
-    scaled[j] = static_cast<float>(w[j] * s[j % ku]);
+  for (std::size_t j = 0; j < scaled.size(); ++j) scaled[j] = static_cast<float>(w[j] * s[j % ku]);
   std::vector<float> back;
   if (options.clip) {
     std::vector<double> energy(ku), gram;
@@ -79,10 +78,11 @@ std::vector<float> quantize_scaled(const float* w, std::int64_t n, const AwqInpu
     if (!input.gram.empty()) {
       gram.resize(ku * ku);
       for (std::size_t a = 0; a < ku; ++a)
-        for (std::size_t b = 0; b < ku; ++b) gram[a * ku + b] = input.gram[a * ku + b] / (s[a] * s[b]);
+        for (std::size_t b = 0; b < ku; ++b)
+          gram[a * ku + b] = input.gram[a * ku + b] / (s[a] * s[b]);
     }
-    back = dequantize(quantize_clipped(scaled.data(), n, input.k, scheme, energy.data(), gram,
-                                       threads));
+    back = dequantize(
+        quantize_clipped(scaled.data(), n, input.k, scheme, energy.data(), gram, threads));
   } else {
     back = dequantize(quantize_reference(scaled.data(), n, input.k, scheme));
   }
@@ -166,8 +166,8 @@ AwqScales search_awq_scales(const std::vector<const float*>& weights,
       }
       error = output_error(back);
     } else {
-      const std::vector<float> back = quantize_scaled(sample.data(), m, input, s, scheme, options,
-                                                      threads);
+      const std::vector<float> back =
+          quantize_scaled(sample.data(), m, input, s, scheme, options, threads);
       error = gram_error(sample, back, s, input, threads) / static_cast<double>(m);
     }
     if (i == 0) best.rtn_error = error;

@@ -40,7 +40,7 @@ struct AwqOptions {
   int search_rows = 512;  // rows of W the layer error is measured on (all when fewer)
   bool clip = true;       // then per-group clipping search (search_group_params)
   AwqObjective objective = AwqObjective::layer;
-  int block_chunks = 2;   // calibration chunks the block objective reruns (all when fewer)
+  int block_chunks = 2;  // calibration chunks the block objective reruns (all when fewer)
 };
 
 // The block objective for one layer: the mean squared error of the block's output when

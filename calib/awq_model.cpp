@@ -96,7 +96,8 @@ AwqOutputError block_output_error(const PlannedLayer& layer, LlamaWeights& weigh
           dim](const std::vector<std::vector<float>>& dequantized) {
     std::unique_ptr<LinearLayer>& slot = weights.linear_slot(layer.name);
     std::vector<float> stacked;
-    for (const std::vector<float>& m : dequantized) stacked.insert(stacked.end(), m.begin(), m.end());
+    for (const std::vector<float>& m : dequantized)
+      stacked.insert(stacked.end(), m.begin(), m.end());
     QF_REQUIRE(static_cast<std::int64_t>(stacked.size()) ==
                    (slot->fusion() == LinearFusion::swiglu ? 2 : 1) * slot->n() * slot->k(),
                "AWQ: ", layer.name, ": candidate of another shape than the layer");

@@ -79,7 +79,8 @@ void run_calibration(LlamaExecutor& executor, const LlamaConfig& c,
     const BlockRerun rerun = [&](int count) {
       const std::size_t n = std::min(chunks.size(), static_cast<std::size_t>(std::max(0, count)));
       const std::size_t floats = static_cast<std::size_t>(ctx) * dim;
-      std::vector<float> out(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n * floats));
+      std::vector<float> out(inputs.begin(),
+                             inputs.begin() + static_cast<std::ptrdiff_t>(n * floats));
       for (std::size_t s = 0; s < n; ++s)
         for (int p0 = 0; p0 < ctx; p0 += kRows)
           executor.forward_block(l, out.data() + s * floats + static_cast<std::size_t>(p0) * dim,

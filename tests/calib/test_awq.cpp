@@ -138,7 +138,8 @@ TEST(Awq, BlockObjectiveScoresEveryCandidateByTheCallback) {
       std::vector<float> scaled(w[t].size());
       for (std::size_t j = 0; j < scaled.size(); ++j)
         scaled[j] = static_cast<float>(w[t][j] * s[j % k]);
-      const std::vector<float> q = dequantize(quantize_reference(scaled.data(), rows[t], k, scheme));
+      const std::vector<float> q =
+          dequantize(quantize_reference(scaled.data(), rows[t], k, scheme));
       EXPECT_EQ(candidate[t].size(), w[t].size());
       for (std::size_t j = 0; j < q.size(); ++j) {
         const float want = static_cast<float>(q[j] / s[j % k]);
@@ -151,15 +152,14 @@ TEST(Awq, BlockObjectiveScoresEveryCandidateByTheCallback) {
     return score;
   };
   AwqInput input{"test", k, mean_abs, mean_sq, {}};
-  const AwqScales best =
-      search_awq_scales({w[0].data(), w[1].data()}, rows, input, scheme, options, 1, 1, 2, callback);
+  const AwqScales best = search_awq_scales({w[0].data(), w[1].data()}, rows, input, scheme, options,
+                                           1, 1, 2, callback);
   ASSERT_EQ(scores.size(), 10u);
   const auto min = std::min_element(scores.begin(), scores.end());
   EXPECT_EQ(best.error, *min);
   EXPECT_EQ(best.rtn_error, scores.front());
   EXPECT_DOUBLE_EQ(best.alpha, static_cast<double>(min - scores.begin()) / options.grid);
 }
-
 
 TEST(Awq, ClippingWithAGramMatrixNeverWorseThanTheFullRange) {
   std::mt19937 rng(3);

@@ -103,12 +103,11 @@ TEST(Calibration, BlockRerunComputesTheBlockFromItsInputs) {
     };
   };
   run_calibration(ex, c, chunks, false, sums(first_pass));
-  run_calibration(ex, c, chunks, false, sums(with_reruns), {},
-                  [&](int, const BlockRerun& rerun) {
-                    reruns.push_back(rerun(2));
-                    capped.push_back(rerun(50));
-                    return BlockStep::next;
-                  });
+  run_calibration(ex, c, chunks, false, sums(with_reruns), {}, [&](int, const BlockRerun& rerun) {
+    reruns.push_back(rerun(2));
+    capped.push_back(rerun(50));
+    return BlockStep::next;
+  });
   EXPECT_EQ(with_reruns, first_pass) << "the reruns changed what the pass observes";
   ASSERT_EQ(reruns.size(), std::size_t(c.n_layers));
   constexpr int kRows = LlamaExecutor::kChunkRows;
