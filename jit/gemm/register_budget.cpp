@@ -66,17 +66,27 @@ Blocking default_blocking(const GemmKey& key) {
     for (int nr = 1; nr <= max_units; ++nr) {
       Blocking b{mr, nr, 4, key.bucket == MBucket::large ? 0 : 1024};
       if (!fits(key, b)) continue;
-      // Dot products per K step over loads per K step (weights + broadcasts); decode
-      // rows are fixed by M, so there the widest tile (most streams in flight) wins.
-      const double dots = double(mr) * nr;
-      const double loads = nr + mr;
-      const bool memory_sums = plan_registers(key, b).float_sums_in_memory;
-      // Weight-only tiles convert each weight once for all their rows: rows first.
-      double score = key.bucket == MBucket::large && !key.weight_only() ? dots / loads * 100 + dots
-                                                                        : mr * 100 + nr;
-      // A weight-only tile updates its sums once a group (g / 8 rows of conversions),
-      // so sums in memory cost it nothing; its FMA chains want the widest tile.
-      if (memory_sums && !key.weight_only()) score *= 0.9;
+      const RegisterPlan plan = plan_registers(key, b);
+      double score = 0;
+      if (key.bucket == MBucket::large && !key.weight_only()) {
+        // Dot products per K step (4 k) over the memory operands of that step, in units
+        // (16 columns): one weight load per unit and one broadcast per row, and where the
+        // float sums live in the stack frame their load and store once a group (g / 4
+        // steps), which g32 groups pay 8x as often as g128:
+        //   dots = MR x NR     loads = NR + MR (+ 2 x MR x NR x 4 / g)
+        const double dots = double(mr) * nr;
+        double loads = nr + mr;
+        if (plan.float_sums_in_memory) loads += 8.0 * dots / static_cast<double>(key.group);
+        // Ties go to the taller tile: its weights, streamed from memory, serve more rows.
+        score = dots / loads * 100 + dots + mr * 1e-3;
+      } else {
+        // Decode rows are fixed by M, so there the widest tile (most streams in flight)
+        // wins; weight-only tiles convert each weight once for all their rows: rows first.
+        score = mr * 100 + nr;
+        // A weight-only tile updates its sums once a group (g / 8 rows of conversions),
+        // so sums in memory cost it nothing; its FMA chains want the widest tile.
+        if (plan.float_sums_in_memory && !key.weight_only()) score *= 0.9;
+      }
       if (score > best_score) best_score = score, best = b;
     }
   return best;
