@@ -7,6 +7,8 @@
 //   GBps        packed weight + scale bytes read per second by qforge
 //   GOPS        2 M N K per second
 //   bw_ratio    GBps / this machine's streaming read bandwidth (same thread count)
+//   bw_ratio_paired  (M <= 4) the same over a plain read of the same bytes timed between
+//               qforge's calls (paired_read.h), for hosts whose bandwidth drifts
 //   peak_ratio  GOPS / this machine's int8 dot-product peak (same thread count)
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
 // For M <= 4 both rotate through enough weight copies to span 8x the reported L3 size, at
@@ -27,6 +29,7 @@
 
 #include "bench/bench_timing.h"
 #include "bench/bench_weights.h"
+#include "bench/paired_read.h"
 #include "bench/onednn_matmul.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
@@ -97,13 +100,17 @@ void BM_Linear(benchmark::State& state) {
   auto let_spinners_sleep = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   let_spinners_sleep();
   std::vector<double> qforge_times, onednn_times;
+  std::unique_ptr<PairedReadProbe> read_probe;
+  if (m <= 4) read_probe = std::make_unique<PairedReadProbe>(packed_bytes, copies, pool);
   int turn = 0;
   for (auto _ : state) {
     const auto start = Clock::now();
-    layers[turn++ % copies]->forward(xq, {}, y.data(), n, pool);
+    layers[turn % copies]->forward(xq, {}, y.data(), n, pool);
     const double tq = seconds_since(start);
     state.SetIterationTime(tq);
     qforge_times.push_back(tq);
+    if (read_probe) read_probe->probe(turn);
+    ++turn;
   }
   let_spinners_sleep();
   for (std::size_t i = 0; i < qforge_times.size(); ++i) {
@@ -126,6 +133,9 @@ void BM_Linear(benchmark::State& state) {
   state.counters["GBps"] = gbps;
   state.counters["GOPS"] = gops;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
+  if (read_probe)
+    state.counters["bw_ratio_paired"] =
+        gbps / (double(read_probe->bytes()) / read_probe->seconds() / 1e9);
   state.counters["peak_ratio"] = gops / dot_peak_gops(threads);
   const bool on_tiles = layers[0]->key_for(m).isa == Isa::amx;
   state.counters["isa_amx"] = on_tiles ? 1 : 0;

@@ -10,6 +10,8 @@
 // Counters (medians):
 //   GBps, bw_ratio        packed bytes read per second by the weight-only layer, and that
 //                         over this machine's streaming read bandwidth (same threads)
+//   bw_ratio_paired       (M <= 4) the same over a plain read of the same bytes timed
+//                         between the calls (paired_read.h), for hosts whose bandwidth drifts
 //   GFLOPS, fma_ratio     2 M N K per second, and that over the f32 FMA peak
 //   bf16_ratio            the same over the vdpbf16ps peak, where it runs natively
 //   vs_w8a8               W8A8 time / weight-only time (above 1: weight-only is faster)
@@ -26,6 +28,7 @@
 
 #include "bench/bench_timing.h"
 #include "bench/bench_weights.h"
+#include "bench/paired_read.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/tune/machine_limits.h"
 #include "ops/linear/quantized_linear.h"
@@ -70,16 +73,20 @@ void BM_WeightOnly(benchmark::State& state) {
   for (int warm = 0; warm < 2; ++warm)
     for (int c = 0; c < copies; ++c) run_woq(c), run_w8a8(c);
   std::vector<double> woq_times, w8a8_times;
+  std::unique_ptr<PairedReadProbe> read_probe;
+  if (m <= 4) read_probe = std::make_unique<PairedReadProbe>(bytes, copies, pool);
   int turn = 0;
   for (auto _ : state) {
-    const int c = turn++ % copies;
+    const int c = turn % copies;
     auto start = Clock::now();
     run_woq(c);
     woq_times.push_back(seconds_since(start));
     state.SetIterationTime(woq_times.back());
+    if (read_probe) read_probe->probe(turn);
     start = Clock::now();
     run_w8a8(c);
     w8a8_times.push_back(seconds_since(start));
+    ++turn;
   }
   const double tw = median(woq_times), tq = median(w8a8_times);
   const double gbps = double(bytes) / tw / 1e9;
@@ -92,6 +99,9 @@ void BM_WeightOnly(benchmark::State& state) {
   state.counters["bf16_math"] = bf16 ? 1 : 0;
   state.counters["GBps"] = gbps;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
+  if (read_probe)
+    state.counters["bw_ratio_paired"] =
+        gbps / (double(read_probe->bytes()) / read_probe->seconds() / 1e9);
   state.counters["GFLOPS"] = gflops;
   state.counters["fma_ratio"] = gflops / fma_peak_gflops(threads);
   if (const double bf16 = bf16_peak_gflops(threads); bf16 > 0)

@@ -38,6 +38,8 @@ double run_threads_seconds(int threads, Body&& body) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+}  // namespace
+
 __attribute__((target("avx2"))) std::uint64_t read_stream(const std::uint8_t* p,
                                                           std::size_t bytes) {
   __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -74,6 +76,8 @@ __attribute__((target("avx2"))) std::uint64_t read_four_streams(const std::uint8
   std::memcpy(out, &s, 32);
   return out[0] + out[1] + out[2] + out[3];
 }
+
+namespace {
 
 DotKind dot_kind() {
   const IsaFlags& f = cpu_info().isa;

@@ -27,6 +27,13 @@ inline constexpr std::int64_t kTunerColdWeightsMaxBytes = std::int64_t{256} << 2
 // plus two.
 int cold_weight_copies(std::int64_t bytes, std::int64_t max_bytes = kColdWeightsMaxBytes);
 
+// The two read patterns the bandwidth is the better of, over [p, p + bytes) (p 32-byte
+// aligned, bytes a multiple of 128): one sequential stream, and the region's quarters as
+// four concurrent streams, each prefetched 1 KiB ahead (a GEMV's access pattern over
+// several panels). They return a sum of what they read, so the reads cannot be dropped.
+std::uint64_t read_stream(const std::uint8_t* p, std::size_t bytes);
+std::uint64_t read_four_streams(const std::uint8_t* p, std::size_t bytes);
+
 // GB/s reading `bytes_per_thread` per thread (far beyond the caches) with `threads`
 // threads: the best of one sequential stream and four prefetched streams per thread, three
 // times each; cached per (threads, bytes).

@@ -1,0 +1,70 @@
+// A plain read of the same bytes a decode call reads, timed next to each call, for hosts
+// whose memory bandwidth drifts by more than the effect measured (a shared guest: 48-80
+// GB/s within one run). bw_ratio divides by one bandwidth figure taken at the start;
+// bw_ratio_paired divides by what a read of the same bytes, with the same threads of the
+// same pool, achieved between the layer's own calls:
+//
+//   call(copy 0) probe(copy 0) call(copy 1) probe(copy 1) ...
+//   bw_ratio_paired = median(probe seconds) / median(call seconds)
+//
+// The probe's buffers rotate like the weight copies (same count, same size), so both read
+// memory, not cache. Each probe splits its copy into one contiguous part per thread and
+// reads it with one of the two patterns of read_bandwidth_gbps in turn; the faster
+// pattern's median is the reference.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "jit/base/aligned_buffer.h"
+#include "jit/tune/machine_limits.h"
+#include "ops/linear/thread_pool.h"
+
+namespace qforge::bench {
+
+class PairedReadProbe {
+ public:
+  PairedReadProbe(std::int64_t bytes, int copies, ThreadPool& pool)
+      : pool_(pool),
+        copies_(copies),
+        part_(static_cast<std::size_t>(bytes) / pool.size() / 128 * 128),
+        stride_(part_ * pool.size()),
+        buffer_(stride_ * copies),
+        sink_(pool.size()) {
+    std::memset(buffer_.data(), 1, buffer_.size());  // fault every page in first
+  }
+
+  // Reads copy `turn % copies` once and records the time under pattern `turn % 2`.
+  void probe(int turn) {
+    const std::uint8_t* base = buffer_.data() + (turn % copies_) * stride_;
+    const bool four = turn % 2 != 0;
+    const auto start = Clock::now();
+    pool_.run([&](int t) {
+      const std::uint8_t* p = base + t * part_;
+      sink_[t] += four ? read_four_streams(p, part_) : read_stream(p, part_);
+    });
+    (four ? four_streams_ : one_stream_).push_back(seconds_since(start));
+  }
+
+  // Seconds per read of all the bytes: the faster pattern's median.
+  double seconds() const {
+    if (one_stream_.empty() || four_streams_.empty())
+      return std::max(median(one_stream_), median(four_streams_));
+    return std::min(median(one_stream_), median(four_streams_));
+  }
+  // The bytes one probe reads (the layer's bytes rounded down to 128 per thread).
+  std::int64_t bytes() const { return static_cast<std::int64_t>(stride_); }
+
+ private:
+  ThreadPool& pool_;
+  int copies_;
+  std::size_t part_, stride_;
+  AlignedBuffer<std::uint8_t> buffer_;
+  std::vector<std::uint64_t> sink_;
+  std::vector<double> one_stream_, four_streams_;
+};
+
+}  // namespace qforge::bench
