@@ -29,8 +29,8 @@
 
 #include "bench/bench_timing.h"
 #include "bench/bench_weights.h"
-#include "bench/paired_read.h"
 #include "bench/onednn_matmul.h"
+#include "bench/paired_read.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/tune/machine_limits.h"
