@@ -99,9 +99,7 @@ void BM_WeightOnly(benchmark::State& state) {
   state.counters["bf16_math"] = bf16 ? 1 : 0;
   state.counters["GBps"] = gbps;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
-  if (read_probe)
-    state.counters["bw_ratio_paired"] =
-        gbps / (double(read_probe->bytes()) / read_probe->seconds() / 1e9);
+  if (read_probe) state.counters["bw_ratio_paired"] = gbps / read_probe->gbps();
   state.counters["GFLOPS"] = gflops;
   state.counters["fma_ratio"] = gflops / fma_peak_gflops(threads);
   if (const double bf16 = bf16_peak_gflops(threads); bf16 > 0)

@@ -1,5 +1,5 @@
 // A plain read of the same bytes a decode call reads, timed next to each call, for hosts
-// whose memory bandwidth drifts by more than the effect measured (a shared guest: 48-80
+// whose memory bandwidth drifts by more than the effect measured (a shared guest: 40-80
 // GB/s within one run). bw_ratio divides by one bandwidth figure taken at the start;
 // bw_ratio_paired divides by what a read of the same bytes, with the same threads of the
 // same pool, achieved between the layer's own calls:
@@ -55,8 +55,9 @@ class PairedReadProbe {
       return std::max(median(one_stream_), median(four_streams_));
     return std::min(median(one_stream_), median(four_streams_));
   }
-  // The bytes one probe reads (the layer's bytes rounded down to 128 per thread).
-  std::int64_t bytes() const { return static_cast<std::int64_t>(stride_); }
+  // The rate of the faster pattern, GB/s (of the layer's bytes rounded down to 128 per
+  // thread, what one probe reads).
+  double gbps() const { return double(stride_) / seconds() / 1e9; }
 
  private:
   ThreadPool& pool_;
