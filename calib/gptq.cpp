@@ -49,6 +49,27 @@ double dequantized(int q, const GroupParams& p, bool asymmetric) {
 
 }  // namespace
 
+std::vector<GroupParams> clip_candidates(float lo, float hi, int bits, bool asymmetric) {
+  std::vector<GroupParams> candidates;
+  if (asymmetric || quantize_min(bits, false) == -stored_max(bits, false)) {
+    for (int g = 0; g < kClipGrid; ++g) {
+      const auto p = static_cast<float>(clip_factor(g));
+      candidates.push_back(group_params_from_range(lo * p, hi * p, bits, asymmetric));
+    }
+    return candidates;
+  }
+  candidates.push_back(group_params_from_range(lo, hi, bits, false));
+  const float unclipped = std::max(-lo, hi) / static_cast<float>(stored_max(bits, false));
+  for (int g = 0; g < kClipGrid; ++g) {
+    GroupParams params;
+    params.scale = round_scale_to_f16(unclipped * static_cast<float>(clip_factor(g)));
+    candidates.push_back(params);
+    params.scale = -params.scale;
+    candidates.push_back(params);
+  }
+  return candidates;
+}
+
 GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
                                 int bits, bool asymmetric) {
   float lo = 0.f, hi = 0.f;
@@ -58,18 +79,18 @@ GroupParams search_group_params(const float* values, const double* weights, std:
   }
   GroupParams best;
   double best_error = 0;
-  for (int g = 0; g < kClipGrid; ++g) {
-    const auto p = static_cast<float>(clip_factor(g));
-    const GroupParams params = group_params_from_range(lo * p, hi * p, bits, asymmetric);
+  bool first = true;
+  for (const GroupParams& params : clip_candidates(lo, hi, bits, asymmetric)) {
     double error = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const double d = values[i] - dequantized(quantize_value(values[i], params, bits, asymmetric),
                                                params, asymmetric);
       error += (weights != nullptr ? weights[i] : 1.0) * d * d;
     }
-    if (g == 0 || error < best_error) {
+    if (first || error < best_error) {
       best = params;
       best_error = error;
+      first = false;
     }
   }
   return best;
@@ -143,25 +164,22 @@ namespace {
 GroupParams search_group_params_gptq(const float* values, const GptqHessian& hessian,
                                      std::int64_t first, std::int64_t count, int bits,
                                      bool asymmetric, std::vector<double>& scratch) {
-  constexpr int R = kClipGrid;
-  static_assert(R <= kClipLanes);
   float lo = 0.f, hi = 0.f;
   for (std::int64_t i = 0; i < count; ++i) {
     lo = std::min(lo, values[i]);
     hi = std::max(hi, values[i]);
   }
-  GroupParams params[R];
-  for (int r = 0; r < R; ++r) {
-    const auto p = static_cast<float>(clip_factor(r));
-    params[r] = group_params_from_range(lo * p, hi * p, bits, asymmetric);
-  }
-  double loss[R];
-  gptq_group_losses(values, count, hessian.factor_row(int(first)) + first, hessian.k(), params, R,
-                    bits, asymmetric, loss, scratch);
+  const std::vector<GroupParams> params = clip_candidates(lo, hi, bits, asymmetric);
+  const int ranges = static_cast<int>(params.size());
+  std::vector<double> loss(params.size());
+  for (int r = 0; r < ranges; r += kClipLanes)  // kClipLanes ranges side by side
+    gptq_group_losses(values, count, hessian.factor_row(int(first)) + first, hessian.k(),
+                      params.data() + r, std::min(kClipLanes, ranges - r), bits, asymmetric,
+                      loss.data() + r, scratch);
   int best = 0;
-  for (int r = 1; r < R; ++r)
-    if (loss[r] < loss[best]) best = r;
-  return params[best];
+  for (int r = 1; r < ranges; ++r)
+    if (loss[std::size_t(r)] < loss[std::size_t(best)]) best = r;
+  return params[std::size_t(best)];
 }
 
 }  // namespace

@@ -50,9 +50,19 @@ inline double clip_factor(int i) {
   return 1.0 - 0.02 * i;
 }
 
-// The parameters of `count` values whose shrunk range [lo p, hi p] on the clipping grid
-// gives the smallest sum of weight_j (v_j - deq(q(v_j)))^2 (first on ties, so p = 1 unless
-// shrinking helps); `weights` may be null (all 1).
+// The candidates every clipping search scores, for a group spanning [lo, hi], round-to-
+// nearest's own parameters first (so a search never loses to it; first wins ties):
+//   - most schemes: the grid's shrunk ranges [lo p, hi p] (p = 1 is round-to-nearest);
+//   - symmetric schemes with one level more below zero than above (int4: [-8, 7]): the
+//     unclipped scale absmax / 7 shrunk by each p, each with both signs, which puts the
+//     extra level on either side:
+//          -8  -7 ...  0 ... 7         scale d > 0: q d covers [-8 d, 7 d]
+//   d < 0:  8d  7d ... 0 ... -7d       the same integers cover [-7|d|, 8|d|]
+//     (round-to-nearest's extreme / -8 lies between two factors of the grid).
+std::vector<GroupParams> clip_candidates(float lo, float hi, int bits, bool asymmetric);
+
+// The parameters among clip_candidates of `count` values that give the smallest sum of
+// weight_j (v_j - deq(q(v_j)))^2 (first on ties); `weights` may be null (all 1).
 GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
                                 int bits, bool asymmetric);
 

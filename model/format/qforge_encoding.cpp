@@ -118,11 +118,14 @@ std::optional<EncodedTensor> read_encoded_tensor(const GgufReader& gguf,
   };
   out.scales = part(encoded_scale_name(info.name), GgmlType::F32);
   const std::uint64_t entries = static_cast<std::uint64_t>(n * g.groups());
+  // Symmetric scales carry a sign (int4 puts a group's extreme on -8: d = extreme / -8,
+  // as Q4_0 does); an asymmetric group's range and zero point need d >= 0.
   for (std::uint64_t i = 0; i < entries; ++i) {
     const float s = scale_at(out, i);
-    QF_REQUIRE(std::isfinite(s) && s >= 0, path, ": tensor '", encoded_scale_name(info.name),
-               "' row ", i / g.groups(), " group ", i % g.groups(), " holds the scale ", s,
-               " (expected finite and >= 0)");
+    QF_REQUIRE(std::isfinite(s) && (s >= 0 || !scheme.asymmetric), path, ": tensor '",
+               encoded_scale_name(info.name), "' row ", i / g.groups(), " group ", i % g.groups(),
+               " holds the scale ", s,
+               scheme.asymmetric ? " (expected finite and >= 0)" : " (expected finite)");
   }
   if (scheme.asymmetric) {
     out.zeros = part(encoded_zero_name(info.name), GgmlType::I8);

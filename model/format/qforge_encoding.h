@@ -64,7 +64,8 @@ struct EncodedTensor {
 // The encoded tensor `info` of `gguf` is, or nullopt when the file does not say it is
 // encoded. Throws qforge::Error naming the file and the key or tensor at fault: an unknown
 // encoding version, a scheme that does not parse, parts missing or of the wrong type or
-// shape, a scale that is not a finite non-negative number, a zero point out of range.
+// shape, a scale that is not finite (or negative where the scheme is asymmetric), a zero point out
+// of range.
 std::optional<EncodedTensor> read_encoded_tensor(const GgufReader& gguf,
                                                  const GgufTensorInfo& info);
 // Whether `name` is the scale or zero part of an encoded tensor of `gguf`.

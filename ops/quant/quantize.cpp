@@ -37,7 +37,15 @@ float round_scale_to_f16(float scale) {
 GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric) {
   GroupParams p;
   if (!asymmetric) {
+    //   d > 0 (extreme lo):  q in -8 ...  0 ... 7   ->  q d in [lo, 7/8 |lo|]
+    //   d < 0 (extreme hi):  q in -8 ...  0 ... 7   ->  q d in [-7/8 hi, hi]
     const float max_abs = std::max(-lo, hi);
+    const int q_min = quantize_min(bits, false);
+    if (q_min < -stored_max(bits, false)) {
+      p.scale = round_scale_to_f16(max_abs / static_cast<float>(-q_min));
+      if (hi > -lo) p.scale = -p.scale;
+      return p;
+    }
     p.scale = round_scale_to_f16(max_abs / static_cast<float>(stored_max(bits, false)));
     return p;
   }

@@ -41,7 +41,11 @@ GroupParams choose_group_params(const float* values, std::int64_t count, int bit
 // A scale as the packed layout stores it: the nearest f16 at or above it (throws beyond
 // 65504).
 float round_scale_to_f16(float scale);
-// The parameters for values spanning [lo, hi] (lo <= 0 <= hi).
+// The parameters for values spanning [lo, hi] (lo <= 0 <= hi). Symmetric schemes whose
+// stored range has one level more below zero than above (int4: [-8, 7]) put the extreme
+// of larger magnitude on that level, with a negative scale when the extreme is positive
+// (Q4_0's convention, d = extreme / -8): all 16 levels in use, where absmax / 7 leaves -8
+// idle. int8 quantizes into [-127, 127]: absmax / 127.
 GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetric);
 // Round half away from zero (std::round): the one rounding rule of qforge.
 inline float round_half_away_scalar(float v) {

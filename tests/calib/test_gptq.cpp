@@ -130,10 +130,10 @@ QuantizedTensor reference_gptq(const Inputs& in, int n, int k, const QuantScheme
         top = std::max(top, float(w[std::size_t(c)]));
       }
       double best_loss = 0;
-      for (int grid = 0; grid < kClipGrid; ++grid) {
-        const auto f = float(clip_factor(grid));
-        const GroupParams p =
-            group_params_from_range(lo * f, top * f, scheme.bits, scheme.asymmetric);
+      const std::vector<GroupParams> candidates =
+          clip_candidates(lo, top, scheme.bits, scheme.asymmetric);
+      for (std::size_t grid = 0; grid < candidates.size(); ++grid) {
+        const GroupParams& p = candidates[grid];
         std::vector<double> wg(w.begin() + first, w.begin() + end), hg;
         for (std::int64_t a = first; a < end; ++a)
           for (std::int64_t b = first; b < end; ++b) hg.push_back(hi[std::size_t(a * k + b)]);
@@ -279,6 +279,31 @@ TEST(Gptq, DiagonalHessianIsRoundToNearest) {
   }
 }
 
+// The candidates start with round-to-nearest's parameters; symmetric int4's grid also
+// holds each shrunk scale negated (the extra level -8 on the other side), the others'
+// only the shrunk ranges.
+TEST(Gptq, ClipCandidatesStartWithRoundToNearest) {
+  for (const char* name : {"int4-g32", "int4-g32-asym", "int8-g32", "int8-g32-asym"}) {
+    const QuantScheme scheme = parse_quant_scheme(name);
+    const float lo = -1.5f, hi = 2.f;
+    const std::vector<GroupParams> c = clip_candidates(lo, hi, scheme.bits, scheme.asymmetric);
+    const GroupParams rtn = group_params_from_range(lo, hi, scheme.bits, scheme.asymmetric);
+    ASSERT_FALSE(c.empty());
+    EXPECT_EQ(c.front().scale, rtn.scale) << name;
+    EXPECT_EQ(c.front().zero_point, rtn.zero_point) << name;
+    const bool signed_grid = scheme.bits == 4 && !scheme.asymmetric;
+    EXPECT_EQ(c.size(), std::size_t(signed_grid ? 1 + 2 * kClipGrid : kClipGrid)) << name;
+    int negative = 0;
+    for (const GroupParams& p : c) {
+      negative += p.scale < 0;
+      EXPECT_LE(std::fabs(p.scale), std::fabs(c[signed_grid ? 1 : 0].scale)) << name;
+    }
+    // int4: round-to-nearest puts the extreme 2 on -8 (a negative scale) and the grid
+    // holds 21 negated scales beside it.
+    EXPECT_EQ(negative, signed_grid ? kClipGrid + 1 : 0) << name;
+  }
+}
+
 // The clipping search picks a range of its grid, never one worse than the full range.
 TEST(Gptq, ClippingSearchNeverWorseThanTheFullRange) {
   std::mt19937 rng(5);
@@ -310,12 +335,12 @@ TEST(Gptq, ClippingSearchNeverWorseThanTheFullRange) {
       float lo = 0, hi = 0;
       for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
       bool on_grid = false;
-      for (int g = 0; g < kClipGrid; ++g) {
-        const auto p = float(clip_factor(g));
-        const GroupParams c =
-            group_params_from_range(lo * p, hi * p, scheme.bits, scheme.asymmetric);
+      double least = error(full);
+      for (const GroupParams& c : clip_candidates(lo, hi, scheme.bits, scheme.asymmetric)) {
         on_grid |= c.scale == got.scale && c.zero_point == got.zero_point && error(c) == error(got);
+        least = std::min(least, error(c));
       }
+      EXPECT_EQ(error(got), least) << name;
       EXPECT_TRUE(on_grid) << name;
     }
   }

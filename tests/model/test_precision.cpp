@@ -160,7 +160,8 @@ class NativeModel : public testing::TestWithParam<GgmlType> {};
 
 // A native model computes with the file's own weights: its logits follow the f32 run of
 // the same file (which decodes the blocks exactly) up to the activations' int8 rounding,
-// and at least as closely as requantizing the decoded weights to the same layout does.
+// and at least as closely as requantizing the decoded weights to the same layout does (Q8_0
+// and Q4_0 requantize to the file's own integers and scales).
 TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
   const GgmlType type = GetParam();
   const std::string path = temp_path("native_model.gguf");
@@ -199,10 +200,22 @@ TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
   // requantizing below is the real check.
   EXPECT_LT(native_diff, 0.08);
   EXPECT_GT(native_diff, 0.0);  // activations are quantized: not the f32 computation itself
-  if (type == GgmlType::Q8_0)   // int8-g32 of Q8_0's decoded values gives back the same q
-    EXPECT_LE(native_diff, requantized_diff) << requantized_as;
-  else
+  if (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) {
+    // int8-g32 of Q8_0's decode, and int4-g32 of Q4_0's (d = extreme / -8, the convention
+    // of both), give back the file's integers and scales.
+    const auto* again =
+        dynamic_cast<const JitLinear*>(requantized->model.weights.layers[0].wqkv.get());
+    ASSERT_NE(again, nullptr);
+    const QuantizedTensor a = unpack_weights(qkv->quantized().weights());
+    const QuantizedTensor b = unpack_weights(again->quantized().weights());
+    EXPECT_EQ(a.q, b.q) << requantized_as;
+    EXPECT_EQ(a.scales, b.scales) << requantized_as;
+    // Q8_0's whole model then computes alike; int4-g32's default policy gives the output
+    // layer other bits than the file's Q4_0, so its logits differ by that alone.
+    if (type == GgmlType::Q8_0) EXPECT_LE(native_diff, requantized_diff) << requantized_as;
+  } else {
     EXPECT_LT(native_diff, requantized_diff) << requantized_as;
+  }
   if (type == GgmlType::Q5_0 || type == GgmlType::Q5_1) {  // weight-only kernels read no int5:
     auto woq = open_session(path, parse_precision("woq-native"), 1);  // those layers stay W8A8
     const auto* layer = dynamic_cast<const JitLinear*>(woq->model.weights.layers[0].wqkv.get());

@@ -40,8 +40,11 @@ void expect_round_trip(const std::vector<float>& w, std::int64_t n, std::int64_t
               ? std::fabs(s * (scheme.bits == 8 ? 128 - t.zero_points[gi] : -t.zero_points[gi])) *
                     0x1p-11
               : 0.0;
-      const double tolerance =
-          s / 2.0 * (1 + 1e-5) + 1e-6 * std::fabs(value) + offset_rounding + 256 * FLT_TRUE_MIN;
+      // Symmetric int4 puts the group's extreme on -8 (d = extreme / -8, negative when the
+      // extreme is positive): values of the other sign beyond 7.5 |d| clip to 7, within |d|.
+      const bool clipped_top = !scheme.asymmetric && scheme.bits < 8 && q == q_hi;
+      const double tolerance = std::fabs(s) * (clipped_top ? 1.0 : 0.5) * (1 + 1e-5) +
+                               1e-6 * std::fabs(value) + offset_rounding + 256 * FLT_TRUE_MIN;
       const double error = std::fabs(double(value) - double(back[r * k + c]));
       if ((error > tolerance || q < q_lo || q > q_hi) && failures++ < 5)
         ADD_FAILURE() << scheme_name << " on " << data_name << " [" << r << "][" << c << "]: w "
@@ -49,6 +52,19 @@ void expect_round_trip(const std::vector<float>& w, std::int64_t n, std::int64_t
       if (s == 0.f && value != 0.f && std::fabs(value) > 256 * FLT_TRUE_MIN && failures++ < 5)
         ADD_FAILURE() << "zero scale for a non-zero value " << value;
     }
+  // Symmetric int4 uses all 16 levels: every group whose scale is a normal f16 (not
+  // rounded up from a tinier one) holds a -8.
+  if (!scheme.asymmetric && scheme.bits < 8)
+    for (std::int64_t r = 0; r < n; ++r)
+      for (std::int64_t j = 0; j < t.groups(); ++j) {
+        if (std::fabs(t.scales[r * t.groups() + j]) < 0x1p-14f) continue;
+        bool lowest = false;
+        for (std::int64_t c = j * t.group; c < std::min(k, (j + 1) * t.group); ++c)
+          lowest = lowest || t.q[r * t.k_padded + c] == q_lo;
+        if (!lowest && failures++ < 5)
+          ADD_FAILURE() << scheme_name << " on " << data_name << " row " << r << " group " << j
+                        << ": no value on " << q_lo;
+      }
   // Padding quantizes zero exactly.
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t c = k; c < t.k_padded; ++c) {
