@@ -34,43 +34,12 @@ std::vector<double> scales_for(const std::vector<double>& base, double alpha) {
   return s;
 }
 
-// AWQ's clipping search over one group of `count` weights: each of clip_candidates
-// (calib/gptq.h) scored by `score(e)`, e the rounding error (dequantized - value), the
-// smallest winning (the first on ties).
-GroupParams search_clipped_params(const float* values, std::int64_t count, int bits,
-                                  bool asymmetric,
-                                  const std::function<double(std::span<const double>)>& score) {
-  float lo = 0.f, hi = 0.f;
-  for (std::int64_t i = 0; i < count; ++i) {
-    lo = std::min(lo, values[i]);
-    hi = std::max(hi, values[i]);
-  }
-  std::vector<double> e(static_cast<std::size_t>(count));
-  GroupParams best;
-  double best_error = 0;
-  bool first = true;
-  for (const GroupParams& params : clip_candidates(lo, hi, bits, asymmetric)) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      const int q = quantize_value(values[i], params, bits, asymmetric);
-      e[std::size_t(i)] =
-          static_cast<double>(params.scale) * (asymmetric ? q - params.zero_point : q) - values[i];
-    }
-    const double error = score(e);
-    if (first || error < best_error) {
-      best = params;
-      best_error = error;
-      first = false;
-    }
-  }
-  return best;
-}
-
 // The group's error under the input's Gram block G (count x count at `gram`, leading
 // dimension ld): e G e^T.
 GroupParams search_group_params_gram(const float* values, const double* gram, std::int64_t ld,
                                      std::int64_t count, int bits, bool asymmetric) {
   std::vector<double> ge(static_cast<std::size_t>(count));
-  return search_clipped_params(values, count, bits, asymmetric, [&](std::span<const double> e) {
+  return search_clip_candidates(values, count, bits, asymmetric, [&](std::span<const double> e) {
     blas().dsymv(CblasRowMajor, CblasUpper, int(count), 1.0, gram, int(ld), e.data(), 1, 0.0,
                  ge.data(), 1);
     return blas().ddot(int(count), e.data(), 1, ge.data(), 1);

@@ -70,23 +70,24 @@ std::vector<GroupParams> clip_candidates(float lo, float hi, int bits, bool asym
   return candidates;
 }
 
-GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
-                                int bits, bool asymmetric) {
+GroupParams search_clip_candidates(const float* values, std::int64_t count, int bits,
+                                   bool asymmetric,
+                                   const std::function<double(std::span<const double>)>& score) {
   float lo = 0.f, hi = 0.f;
   for (std::int64_t i = 0; i < count; ++i) {
     lo = std::min(lo, values[i]);
     hi = std::max(hi, values[i]);
   }
+  std::vector<double> e(static_cast<std::size_t>(count));
   GroupParams best;
   double best_error = 0;
   bool first = true;
   for (const GroupParams& params : clip_candidates(lo, hi, bits, asymmetric)) {
-    double error = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const double d = values[i] - dequantized(quantize_value(values[i], params, bits, asymmetric),
-                                               params, asymmetric);
-      error += (weights != nullptr ? weights[i] : 1.0) * d * d;
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      e[std::size_t(i)] =
+          dequantized(quantize_value(values[i], params, bits, asymmetric), params, asymmetric) -
+          values[i];
+    const double error = score(e);
     if (first || error < best_error) {
       best = params;
       best_error = error;
@@ -94,6 +95,16 @@ GroupParams search_group_params(const float* values, const double* weights, std:
     }
   }
   return best;
+}
+
+GroupParams search_group_params(const float* values, const double* weights, std::int64_t count,
+                                int bits, bool asymmetric) {
+  return search_clip_candidates(values, count, bits, asymmetric, [&](std::span<const double> e) {
+    double error = 0;
+    for (std::size_t i = 0; i < e.size(); ++i)
+      error += (weights != nullptr ? weights[i] : 1.0) * e[i] * e[i];
+    return error;
+  });
 }
 
 GptqHessian::GptqHessian(std::span<const double> gram, int k, const GptqOptions& options,

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -60,6 +61,12 @@ inline double clip_factor(int i) {
 //   d < 0:  8d  7d ... 0 ... -7d       the same integers cover [-7|d|, 8|d|]
 //     (round-to-nearest's extreme / -8 lies between two factors of the grid).
 std::vector<GroupParams> clip_candidates(float lo, float hi, int bits, bool asymmetric);
+
+// The candidate among clip_candidates for `count` values whose rounding errors e
+// (e_j = deq(q(v_j)) - v_j) `score` rates lowest (the first on ties).
+GroupParams search_clip_candidates(const float* values, std::int64_t count, int bits,
+                                   bool asymmetric,
+                                   const std::function<double(std::span<const double>)>& score);
 
 // The parameters among clip_candidates of `count` values that give the smallest sum of
 // weight_j (v_j - deq(q(v_j)))^2 (first on ties); `weights` may be null (all 1).
