@@ -212,7 +212,9 @@ TEST_P(NativeModel, FollowsTheFileItsWeightsCameFrom) {
     EXPECT_EQ(a.scales, b.scales) << requantized_as;
     // Q8_0's whole model then computes alike; int4-g32's default policy gives the output
     // layer other bits than the file's Q4_0, so its logits differ by that alone.
-    if (type == GgmlType::Q8_0) EXPECT_LE(native_diff, requantized_diff) << requantized_as;
+    if (type == GgmlType::Q8_0) {
+      EXPECT_LE(native_diff, requantized_diff) << requantized_as;
+    }
   } else {
     EXPECT_LT(native_diff, requantized_diff) << requantized_as;
   }
