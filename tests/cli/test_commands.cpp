@@ -489,15 +489,22 @@ double json_field(const test::CommandResult& r, const char* field) {
   return records.empty() ? 0.0 : records[0][field].get<double>();
 }
 
+// An outlier variant of stories260K at `path`: 4 input channels per linear layer 40x
+// larger, folded so the f32 model is the same function (qforge rescale).
+bool write_outlier_variant(const std::string& path) {
+  const auto made = test::run_command(kQforge + " rescale -m " + stories() + " -o " + path +
+                                      " --channels 4 --factor 40");
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  return made.exit_code == 0;
+}
+
 // An outlier variant of stories260K (4 channels per linear input 40x larger, folded so
 // the f32 model is the same function) wrecks per-token int8 activations; SmoothQuant
 // brings the KLD back within 2x of int8 on the original model, with dynamic or (--act
 // auto) static activation scales.
 TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
   const std::string outliers = temp_path("outliers.gguf");
-  const auto made = test::run_command(kQforge + " rescale -m " + stories() + " -o " + outliers +
-                                      " --channels 4 --factor 40");
-  ASSERT_EQ(made.exit_code, 0) << made.output;
+  ASSERT_TRUE(write_outlier_variant(outliers));
   const std::string calib_text =
       std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
   const auto perplexity = [&](const std::string& model, const std::string& flags) {
@@ -568,9 +575,7 @@ TEST(SmoothQuant, RescuesInt8OnAModelWithActivationOutliers) {
 // bring it to a small fraction of that (measured 0.125 against 1.61; GPTQ alone 1.19).
 TEST(Awq, RescuesInt4OnAModelWithActivationOutliers) {
   const std::string outliers = temp_path("awq_outliers.gguf");
-  const auto made = test::run_command(kQforge + " rescale -m " + stories() + " -o " + outliers +
-                                      " --channels 4 --factor 40");
-  ASSERT_EQ(made.exit_code, 0) << made.output;
+  ASSERT_TRUE(write_outlier_variant(outliers));
   const std::string calib_text =
       std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
   const auto kld = [&](const std::string& flags) {
