@@ -51,7 +51,7 @@ double dequantized(int q, const GroupParams& p, bool asymmetric) {
 
 std::vector<GroupParams> clip_candidates(float lo, float hi, int bits, bool asymmetric) {
   std::vector<GroupParams> candidates;
-  if (asymmetric || quantize_min(bits, false) == -stored_max(bits, false)) {
+  if (!extra_negative_level(bits, asymmetric)) {
     for (int g = 0; g < kClipGrid; ++g) {
       const auto p = static_cast<float>(clip_factor(g));
       candidates.push_back(group_params_from_range(lo * p, hi * p, bits, asymmetric));

@@ -40,9 +40,8 @@ GroupParams group_params_from_range(float lo, float hi, int bits, bool asymmetri
     //   d > 0 (extreme lo):  q in -8 ...  0 ... 7   ->  q d in [lo, 7/8 |lo|]
     //   d < 0 (extreme hi):  q in -8 ...  0 ... 7   ->  q d in [-7/8 hi, hi]
     const float max_abs = std::max(-lo, hi);
-    const int q_min = quantize_min(bits, false);
-    if (q_min < -stored_max(bits, false)) {
-      p.scale = round_scale_to_f16(max_abs / static_cast<float>(-q_min));
+    if (extra_negative_level(bits, false)) {
+      p.scale = round_scale_to_f16(max_abs / static_cast<float>(-quantize_min(bits, false)));
       if (hi > -lo) p.scale = -p.scale;
       return p;
     }

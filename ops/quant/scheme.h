@@ -50,6 +50,12 @@ constexpr int stored_max(int bits, bool asymmetric) {
 constexpr int quantize_min(int bits, bool asymmetric) {
   return bits == 8 && !asymmetric ? -127 : stored_min(bits, asymmetric);
 }
+// Whether the quantized range has one level more below zero than above (symmetric int4
+// [-8, 7] and int5 [-16, 15]; not int8's [-127, 127]): rounding puts a group's extreme on
+// that level with a signed scale, and the clipping searches try both signs.
+constexpr bool extra_negative_level(int bits, bool asymmetric) {
+  return !asymmetric && quantize_min(bits, false) < -stored_max(bits, false);
+}
 // The k one step of the fifth-bit plane covers: int5 groups are whole multiples of it.
 inline constexpr int kBitPlaneK = 32;
 
