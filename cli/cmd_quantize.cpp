@@ -39,6 +39,7 @@ void write_file(const Options& o) {
   Precision precision = parse_precision(o.quant);
   precision.rules = policy_rules(o.preset, o.keeps, o.tensor_types);
   ModelFile model = open_model(o.model);
+  require_quantized_gguf_source(model, precision);  // before any calibration
   if (const ModelPreparer prepare = method_preparer(
           o.methods, precision, o.threads > 0 ? o.threads : default_load_threads(), o.json))
     prepare(model, load_model_tokenizer(model));

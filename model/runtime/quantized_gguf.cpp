@@ -214,16 +214,20 @@ std::optional<GgmlType> ggml_type_of(const QuantScheme& s) {
   return s.asymmetric ? GgmlType::Q4_1 : GgmlType::Q4_0;
 }
 
-QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& precision,
-                                   const std::string& path,
-                                   const std::function<void(std::size_t, std::size_t)>& progress) {
-  const GgufReader* source = model.gguf();
-  QF_REQUIRE(source != nullptr, model.path(),
+void require_quantized_gguf_source(const ModelFile& model, const Precision& precision) {
+  QF_REQUIRE(model.gguf() != nullptr, model.path(),
              ": quantize -o writes GGUF from a GGUF model (a llama2.c checkpoint carries no "
              "GGUF metadata to keep)");
   QF_REQUIRE(precision.quantized,
              "quantize -o: --quant f32 / bf16 writes no quantized tensor; "
              "keep tensors with --keep instead");
+}
+
+QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& precision,
+                                   const std::string& path,
+                                   const std::function<void(std::size_t, std::size_t)>& progress) {
+  require_quantized_gguf_source(model, precision);
+  const GgufReader* source = model.gguf();
   // Every tensor's choice first: nothing is written when one is refused.
   struct Plan {
     const TensorView* tensor;

@@ -57,6 +57,11 @@ struct QuantizedFile {
 // The ggml type holding `scheme` exactly, or nullopt.
 std::optional<GgmlType> ggml_type_of(const QuantScheme& scheme);
 
+// Throws qforge::Error when no file can be written from `model` under `precision` at all
+// (a llama2.c checkpoint; --quant f32 / bf16), so a caller can refuse before any
+// calibration runs. write_quantized_gguf checks it too.
+void require_quantized_gguf_source(const ModelFile& model, const Precision& precision);
+
 // Writes `model` under `precision`'s scheme and rules to `path` (via "<path>.tmp",
 // renamed when complete). Throws qforge::Error naming the tensor or rule at fault before
 // anything is written. `progress(done, total)` after each tensor.

@@ -749,11 +749,14 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--keep"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(out));
+  const std::string calib = std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
   const auto bin = test::run_command(kQforge + " quantize -m " +
                                      test::model_path("stories260K/stories260K.bin") + " -o " +
-                                     out + " --quant int4-g32");
+                                     out + " --quant int4-g32 --gptq --calib-text " + calib);
   EXPECT_NE(bin.exit_code, 0);
   EXPECT_NE(bin.output.find("llama2.c"), std::string::npos) << bin.output;
+  EXPECT_EQ(bin.output.find("gptq:"), std::string::npos)
+      << "refused after calibrating: " << bin.output;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
