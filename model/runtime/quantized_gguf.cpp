@@ -278,7 +278,7 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
           type = GgmlType::I8;
           break;
         }
-        if (t.columns % 32 != 0) {  // as llama-quantize does: the tensor stays as it is
+        if (t.columns % 32 != 0) {  // no whole blocks: the tensor stays as it is
           choice = {TensorChoice::Kind::native, {}};
           break;
         }

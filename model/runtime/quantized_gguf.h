@@ -24,11 +24,11 @@
 //   Q8_0 d = s, q;   Q4_0 d = s, nibble = q + 8;   Q4_1 d = s, m = f16(-s z), nibble = q;
 //   Q5_0 / Q5_1 as Q4_0 / Q4_1 with q + 16 / q in 0..31, the fifth bits in qh.
 // Two-level schemes (a K-quant file's) are refused: only --quant native keeps them.
-// A g32 tensor whose rows are not whole blocks of 32 stays as the source holds it (as
-// llama-quantize falls back). The embedding and the classifier get the scheme too (llama-quantize
-// quantizes them as well), unless a rule keeps them. The metadata is the source's, with
-// general.file_type set and qforge.quantize.* added, and the model's static activation scales
-// as qforge.activation_scale.<layer> (model/model_file.h).
+// A g32 tensor whose rows are not whole blocks of 32 stays as the source holds it
+// (llama-quantize stops at such a tensor). The embedding and the classifier get the scheme
+// too (llama-quantize quantizes them as well), unless a rule keeps them. The metadata is the
+// source's, with general.file_type set and qforge.quantize.* added, and the model's static
+// activation scales as qforge.activation_scale.<layer> (model/model_file.h).
 #pragma once
 
 #include <cstdint>
