@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct Options {
   int threads = 0;
   bool json = false;
   std::string out;
+  std::string tokenizer;  // llama2.c: its tokenizer.bin (default: found beside the model)
   std::string preset;
   std::vector<std::string> keeps, tensor_types;
   MethodOptions methods;  // with -o: --gptq, --calib, ...
@@ -39,15 +41,21 @@ void write_file(const Options& o) {
   Precision precision = parse_precision(o.quant);
   precision.rules = policy_rules(o.preset, o.keeps, o.tensor_types);
   ModelFile model = open_model(o.model);
-  require_quantized_gguf_source(model, precision);  // before any calibration
-  if (const ModelPreparer prepare = method_preparer(
-          o.methods, precision, o.threads > 0 ? o.threads : default_load_threads(), o.json))
-    prepare(model, load_model_tokenizer(model));
+  const ModelPreparer prepare = method_preparer(
+      o.methods, precision, o.threads > 0 ? o.threads : default_load_threads(), o.json);
+  // The tokenizer where calibration or a llama2.c checkpoint's metadata needs it.
+  std::optional<Tokenizer> tokenizer;
+  if (prepare || model.gguf() == nullptr || !o.tokenizer.empty())
+    tokenizer = load_model_tokenizer(model, o.tokenizer);
+  require_quantized_gguf_source(model, precision,
+                                tokenizer ? &*tokenizer : nullptr);  // before any calibration
+  if (prepare) prepare(model, *tokenizer);
   ProgressBar bar("writing " + o.out, o.json);
   const auto start = std::chrono::steady_clock::now();
   const QuantizedFile file = write_quantized_gguf(
       model, precision, o.out,
-      [&bar](std::size_t done, std::size_t total) { bar.update(done, total, "tensors"); });
+      [&bar](std::size_t done, std::size_t total) { bar.update(done, total, "tensors"); },
+      tokenizer ? &*tokenizer : nullptr);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.finish();
@@ -104,8 +112,9 @@ double relative_rms_error(const std::vector<float>& w, const PackedWeights& pack
 
 void run(const Options& o) {
   if (!o.out.empty()) return write_file(o);
-  QF_REQUIRE(o.preset.empty() && o.keeps.empty() && o.tensor_types.empty() && !o.methods.any(),
-             "quantize: --preset, --keep, --tensor-type and --gptq apply with -o");
+  QF_REQUIRE(o.preset.empty() && o.keeps.empty() && o.tensor_types.empty() && o.tokenizer.empty() &&
+                 !o.methods.any(),
+             "quantize: --preset, --keep, --tensor-type, --tokenizer and --gptq apply with -o");
   const QuantScheme scheme = parse_quant_scheme(o.quant, "--quant");
   const ModelFile model = open_model(o.model);
   const int threads = o.threads > 0 ? o.threads : default_load_threads();
@@ -173,6 +182,10 @@ void register_quantize(CLI::App& app) {
                   "Write the quantized model to this GGUF file (int8-g32 -> Q8_0, int4-g32 -> "
                   "Q4_0, int4-g32-asym -> Q4_1, other schemes in qforge's encoding; `run` loads "
                   "it without quantizing again)");
+  cmd->add_option("--tokenizer", options->tokenizer,
+                  "With -o: a llama2.c checkpoint's tokenizer.bin, written into the GGUF file "
+                  "and used for --calib-text (default: tok<vocab>.bin or tokenizer.bin beside "
+                  "the model)");
   cmd->add_option("--preset", options->preset, "With -o: policy preset (" + preset_names() + ")");
   cmd->add_option("--keep", options->keeps, "With -o: PATTERN[=f32|bf16] kept dense; repeatable");
   add_method_options(cmd, options->methods);

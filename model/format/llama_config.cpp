@@ -174,4 +174,20 @@ LlamaConfig llama_config_from_gguf(const GgufReader& gguf) {
   return config;
 }
 
+std::vector<GgufKeyValue> llama_config_to_gguf(const LlamaConfig& c) {
+  const std::string arch = c.architecture + ".";
+  const auto u32 = [](int value) { return GgufValue::u32(static_cast<std::uint32_t>(value)); };
+  return {{"general.architecture", GgufValue::string(c.architecture)},
+          {arch + "context_length", u32(c.seq_len)},
+          {arch + "embedding_length", u32(c.dim)},
+          {arch + "block_count", u32(c.n_layers)},
+          {arch + "feed_forward_length", u32(c.hidden_dim)},
+          {arch + "attention.head_count", u32(c.n_heads)},
+          {arch + "attention.head_count_kv", u32(c.n_kv_heads)},
+          {arch + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps)},
+          {arch + "rope.freq_base", GgufValue::f32(c.rope_theta)},
+          {arch + "rope.dimension_count", u32(c.rope_dim)},
+          {arch + "vocab_size", u32(c.vocab_size)}};
+}
+
 }  // namespace qforge

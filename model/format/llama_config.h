@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/format/gguf_types.h"
+
 namespace qforge {
 
 class GgufReader;
@@ -69,5 +71,11 @@ void validate_llama_config(const LlamaConfig& config, std::string_view source,
 // <arch>.rope.scaling.type / .factor ("none" or "linear"; others are refused naming the
 // key) and the rope_freqs.weight tensor. The result is validated.
 LlamaConfig llama_config_from_gguf(const GgufReader& gguf);
+
+// The inverse for a plain Llama config (no RoPE scaling, no biases): general.architecture
+// and the <arch>.* keys above (context_length, embedding_length, block_count,
+// feed_forward_length, attention.head_count / head_count_kv / layer_norm_rms_epsilon,
+// rope.freq_base / dimension_count, vocab_size).
+std::vector<GgufKeyValue> llama_config_to_gguf(const LlamaConfig& config);
 
 }  // namespace qforge

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -25,6 +26,18 @@ bool is_policy_tensor(const std::string& name) {
     if (name.starts_with("blk.") && name.ends_with(std::string(".") + role + ".weight"))
       return true;
   return false;
+}
+
+// The metadata the file starts from: a GGUF source's own, or for a llama2.c checkpoint
+// what llama.cpp's converter writes (the file's stem as its name, the config's keys, the
+// tokenizer's vocabulary).
+std::vector<GgufKeyValue> source_metadata(const ModelFile& model, const Tokenizer* tokenizer) {
+  if (model.gguf() != nullptr) return model.gguf()->metadata();
+  std::vector<GgufKeyValue> out = llama_config_to_gguf(model.config());
+  out.push_back(
+      {"general.name", GgufValue::string(std::filesystem::path(model.path()).stem().string())});
+  for (GgufKeyValue& kv : tokenizer->to_gguf()) out.push_back(std::move(kv));
+  return out;
 }
 
 std::string without_weight(const std::string& name) {
@@ -214,10 +227,14 @@ std::optional<GgmlType> ggml_type_of(const QuantScheme& s) {
   return s.asymmetric ? GgmlType::Q4_1 : GgmlType::Q4_0;
 }
 
-void require_quantized_gguf_source(const ModelFile& model, const Precision& precision) {
-  QF_REQUIRE(model.gguf() != nullptr, model.path(),
-             ": quantize -o writes GGUF from a GGUF model (a llama2.c checkpoint carries no "
-             "GGUF metadata to keep)");
+void require_quantized_gguf_source(const ModelFile& model, const Precision& precision,
+                                   const Tokenizer* tokenizer) {
+  QF_REQUIRE(model.gguf() != nullptr || tokenizer != nullptr, model.path(),
+             ": a llama2.c checkpoint is written with its tokenizer's vocabulary, and none was "
+             "given");
+  QF_REQUIRE(model.gguf() != nullptr || tokenizer->model() == TokenizerModel::SentencePiece,
+             model.path(),
+             ": a llama2.c checkpoint's tokenizer is SentencePiece, not byte-level BPE");
   QF_REQUIRE(precision.quantized,
              "quantize -o: --quant f32 / bf16 writes no quantized tensor; "
              "keep tensors with --keep instead");
@@ -225,8 +242,9 @@ void require_quantized_gguf_source(const ModelFile& model, const Precision& prec
 
 QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& precision,
                                    const std::string& path,
-                                   const std::function<void(std::size_t, std::size_t)>& progress) {
-  require_quantized_gguf_source(model, precision);
+                                   const std::function<void(std::size_t, std::size_t)>& progress,
+                                   const Tokenizer* tokenizer) {
+  require_quantized_gguf_source(model, precision, tokenizer);
   const GgufReader* source = model.gguf();
   // Every tensor's choice first: nothing is written when one is refused.
   struct Plan {
@@ -292,14 +310,14 @@ QuantizedFile write_quantized_gguf(const ModelFile& model, const Precision& prec
     QF_REQUIRE(used[i], precision.rules[i].flag, ": the pattern '", precision.rules[i].pattern,
                "' names no tensor of ", model.path());
 
-  GgufWriter writer(source->alignment());
+  GgufWriter writer(source != nullptr ? source->alignment() : kGgufDefaultAlignment);
   GgmlType main_type = GgmlType::F32;
   for (const Plan& p : plan)
     if (p.choice.kind == TensorChoice::Kind::quantized && p.type != GgmlType::I8)
       main_type = p.type;
   bool any_encoded = false;
   for (const Plan& p : plan) any_encoded = any_encoded || p.type == GgmlType::I8;
-  for (const GgufKeyValue& kv : source->metadata()) {
+  for (const GgufKeyValue& kv : source_metadata(model, tokenizer)) {
     if (kv.key == "general.alignment" || kv.key == "general.file_type" ||
         kv.key.starts_with("qforge.quantize.") || kv.key.starts_with(kActivationScaleKey) ||
         kv.key.starts_with(kQforgeEncodedKey) || kv.key == kQforgeEncodingVersionKey)

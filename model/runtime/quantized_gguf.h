@@ -39,6 +39,7 @@
 #include "model/format/gguf_types.h"
 #include "model/format/model_file.h"
 #include "model/runtime/llama_weights.h"
+#include "model/tokenizer/tokenizer.h"
 
 namespace qforge {
 
@@ -58,15 +59,19 @@ struct QuantizedFile {
 std::optional<GgmlType> ggml_type_of(const QuantScheme& scheme);
 
 // Throws qforge::Error when no file can be written from `model` under `precision` at all
-// (a llama2.c checkpoint; --quant f32 / bf16), so a caller can refuse before any
-// calibration runs. write_quantized_gguf checks it too.
-void require_quantized_gguf_source(const ModelFile& model, const Precision& precision);
+// (--quant f32 / bf16; a llama2.c checkpoint without its tokenizer), so a caller can
+// refuse before any calibration runs. write_quantized_gguf checks it too.
+void require_quantized_gguf_source(const ModelFile& model, const Precision& precision,
+                                   const Tokenizer* tokenizer = nullptr);
 
 // Writes `model` under `precision`'s scheme and rules to `path` (via "<path>.tmp",
 // renamed when complete). Throws qforge::Error naming the tensor or rule at fault before
-// anything is written. `progress(done, total)` after each tensor.
+// anything is written. `progress(done, total)` after each tensor. A llama2.c checkpoint
+// gets the metadata llama.cpp's converter writes: general.name (the file's stem), its
+// config's keys (llama_config_to_gguf) and `tokenizer`'s vocabulary (Tokenizer::to_gguf).
 QuantizedFile write_quantized_gguf(
     const ModelFile& model, const Precision& precision, const std::string& path,
-    const std::function<void(std::size_t, std::size_t)>& progress = {});
+    const std::function<void(std::size_t, std::size_t)>& progress = {},
+    const Tokenizer* tokenizer = nullptr);
 
 }  // namespace qforge

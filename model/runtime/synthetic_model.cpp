@@ -242,18 +242,9 @@ void write_synthetic_model(const SyntheticModelSpec& spec, const std::string& pa
 
   GgufWriter writer;
   const auto u32 = [](int value) { return GgufValue::u32(static_cast<std::uint32_t>(value)); };
-  writer.add("general.architecture", GgufValue::string("llama"));
   writer.add("general.name", GgufValue::string(spec.name));
-  writer.add("llama.context_length", u32(c.seq_len));
-  writer.add("llama.embedding_length", u32(c.dim));
-  writer.add("llama.block_count", u32(c.n_layers));
-  writer.add("llama.feed_forward_length", u32(c.hidden_dim));
-  writer.add("llama.attention.head_count", u32(c.n_heads));
-  writer.add("llama.attention.head_count_kv", u32(c.n_kv_heads));
-  writer.add("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps));
-  writer.add("llama.rope.freq_base", GgufValue::f32(c.rope_theta));
-  writer.add("llama.rope.dimension_count", u32(c.rope_dim));
-  writer.add("llama.vocab_size", u32(c.vocab_size));
+  for (GgufKeyValue& kv : llama_config_to_gguf(c))
+    writer.add(std::move(kv.key), std::move(kv.value));
   std::vector<std::int32_t> types;
   if (llama3) {
     const std::vector<std::string> tokens = llama3_vocabulary(c.vocab_size, types);

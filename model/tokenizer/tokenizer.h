@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "jit/base/error.h"
+#include "model/format/gguf_types.h"
 #include "model/tokenizer/pretokenizer.h"
 
 namespace qforge {
@@ -85,6 +86,11 @@ class Tokenizer {
   // eos_token_id, unknown_token_id, eot_token_id, add_space_prefix, add_bos_token,
   // add_eos_token}; the model must be "llama" (SentencePiece) or "gpt2" (byte-level BPE).
   static Tokenizer from_gguf(const GgufReader& gguf);
+  // The inverse of from_gguf for a SentencePiece vocabulary (what llama.cpp's converter
+  // writes for a llama2.c tokenizer.bin): tokenizer.ggml.model "llama", tokens (spaces
+  // back to U+2581), scores, token_type, the special ids, add_space_prefix, add_bos_token,
+  // add_eos_token. Throws for a byte-level BPE vocabulary (those come from GGUF files).
+  std::vector<GgufKeyValue> to_gguf() const;
 
   // parse_special: control tokens written in the text ("<|eot_id|>") are those tokens.
   std::vector<int> encode(std::string_view text, bool add_bos, bool add_eos,

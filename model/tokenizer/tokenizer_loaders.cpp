@@ -21,6 +21,17 @@ std::string spaces_from_sentencepiece(std::string piece) {
   return piece;
 }
 
+std::string spaces_to_sentencepiece(std::string_view piece) {
+  std::string out;
+  for (const char c : piece) {
+    if (c == ' ')
+      out += kSentencePieceSpace;
+    else
+      out += c;
+  }
+  return out;
+}
+
 bool is_byte_piece(std::string_view piece) {
   const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
   return piece.size() == 6 && piece.substr(0, 3) == "<0x" && hex(piece[3]) && hex(piece[4]) &&
@@ -142,6 +153,31 @@ Tokenizer Tokenizer::from_gguf(const GgufReader& gguf) {
                            .value_or(!bpe || vocabulary.pre == PreTokenizer::Llama3);
   vocabulary.add_eos = gguf.find_bool("tokenizer.ggml.add_eos_token").value_or(false);
   return Tokenizer(std::move(vocabulary), path);
+}
+
+std::vector<GgufKeyValue> Tokenizer::to_gguf() const {
+  QF_REQUIRE(model_ == TokenizerModel::SentencePiece, source_,
+             ": a byte-level BPE vocabulary is written only as its GGUF file holds it");
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> types;
+  for (std::size_t id = 0; id < pieces_.size(); ++id) {
+    tokens.push_back(spaces_to_sentencepiece(pieces_[id]));
+    types.push_back(static_cast<std::int32_t>(types_[id]));
+  }
+  const auto u32 = [](int value) { return GgufValue::u32(static_cast<std::uint32_t>(value)); };
+  std::vector<GgufKeyValue> out = {
+      {"tokenizer.ggml.model", GgufValue::string("llama")},
+      {"tokenizer.ggml.tokens", GgufValue::string_array(tokens)},
+      {"tokenizer.ggml.scores", GgufValue::f32_array(scores_)},
+      {"tokenizer.ggml.token_type", GgufValue::i32_array(types)},
+      {"tokenizer.ggml.bos_token_id", u32(bos_id_)},
+      {"tokenizer.ggml.eos_token_id", u32(eos_id_)},
+      {"tokenizer.ggml.unknown_token_id", u32(unknown_id_)},
+      {"tokenizer.ggml.add_space_prefix", GgufValue::boolean(add_space_prefix_)},
+      {"tokenizer.ggml.add_bos_token", GgufValue::boolean(add_bos_)},
+      {"tokenizer.ggml.add_eos_token", GgufValue::boolean(add_eos_)}};
+  if (end_of_turn_id_ >= 0) out.push_back({"tokenizer.ggml.eot_token_id", u32(end_of_turn_id_)});
+  return out;
 }
 
 }  // namespace qforge

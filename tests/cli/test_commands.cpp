@@ -749,15 +749,64 @@ TEST(Quantize, WritesAGgufThatRunsAndRefusesWhatItCannotWrite) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--keep"), std::string::npos) << bad.output;
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// A llama2.c checkpoint is written with the metadata llama.cpp's converter gives it (its
+// config, its tokenizer.bin's vocabulary). stories260K.bin and stories260K.gguf hold the
+// same model, so what is written from each scores alike to the last digit.
+TEST(Quantize, WritesAGgufFromALlama2cCheckpoint) {
+  const std::string bin = test::model_path("stories260K/stories260K.bin");
+  const std::string from_bin = temp_path("from_bin.gguf"), from_gguf = temp_path("from_gguf.gguf");
+  const auto scores = [](const std::string& command) {
+    const auto r = test::run_command(command);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto records = json_lines(r.output);
+    return records.empty() ? nlohmann::json() : records.back();
+  };
+  for (const auto& [in, out] : {std::pair{bin, from_bin}, {stories(), from_gguf}}) {
+    const auto r =
+        test::run_command(kQforge + " quantize -m " + in + " -o " + out + " --quant int4-g32");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  const std::string ppl = " -f " + eval_text() + " --ctx 256 --json --base " + stories();
+  const auto a = scores(kQforge + " perplexity -m " + from_bin + ppl);
+  const auto b = scores(kQforge + " perplexity -m " + from_gguf + ppl);
+  ASSERT_TRUE(a.contains("mean_kld") && b.contains("mean_kld")) << a << b;
+  EXPECT_EQ(a["perplexity"], b["perplexity"]);
+  EXPECT_EQ(a["mean_kld"], b["mean_kld"]);
+  EXPECT_GT(a["mean_kld"].get<double>(), 0.0);  // Q4_0 weights, not the f32 model
+  // Every tensor kept: the f32 model and its tokenizer come back as the checkpoint holds them.
+  const auto kept = test::run_command(kQforge + " quantize -m " + bin + " -o " + from_bin +
+                                      " --quant int4-g32 --keep 'blk.*' --keep token_embd");
+  ASSERT_EQ(kept.exit_code, 0) << kept.output;
+  const std::string f32 = " -f " + eval_text() + " --ctx 256 --json --quant f32";
+  const auto c = scores(kQforge + " perplexity -m " + from_bin + f32);
+  const auto d = scores(kQforge + " perplexity -m " + bin + f32);
+  ASSERT_TRUE(c.contains("perplexity") && d.contains("perplexity")) << c << d;
+  EXPECT_EQ(c["perplexity"], d["perplexity"]);
+  EXPECT_EQ(c["scored_tokens"], d["scored_tokens"]);
+  std::filesystem::remove(from_bin);
+  std::filesystem::remove(from_gguf);
+  // Without a tokenizer beside it (or --tokenizer) it is refused, before any calibration.
+  const std::filesystem::path alone = temp_path("alone");
+  std::filesystem::create_directories(alone);
+  std::filesystem::copy_file(bin, alone / "model.bin");
+  const std::string out = (alone / "out.gguf").string();
   const std::string calib = std::string(QFORGE_SOURCE_ROOT) + "/tests/data/stories260K_calib.txt";
-  const auto bin = test::run_command(kQforge + " quantize -m " +
-                                     test::model_path("stories260K/stories260K.bin") + " -o " +
-                                     out + " --quant int4-g32 --gptq --calib-text " + calib);
-  EXPECT_NE(bin.exit_code, 0);
-  EXPECT_NE(bin.output.find("llama2.c"), std::string::npos) << bin.output;
-  EXPECT_EQ(bin.output.find("gptq:"), std::string::npos)
-      << "refused after calibrating: " << bin.output;
+  const auto refused =
+      test::run_command(kQforge + " quantize -m " + (alone / "model.bin").string() + " -o " + out +
+                        " --quant int4-g32 --gptq --calib-text " + calib);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.output.find("--tokenizer"), std::string::npos) << refused.output;
+  EXPECT_EQ(refused.output.find("gptq:"), std::string::npos)
+      << "refused after calibrating: " << refused.output;
   EXPECT_FALSE(std::filesystem::exists(out));
+  const auto given = test::run_command(kQforge + " quantize -m " + (alone / "model.bin").string() +
+                                       " -o " + out + " --quant int4-g32 --tokenizer " +
+                                       test::model_path("stories260K/tok512.bin"));
+  EXPECT_EQ(given.exit_code, 0) << given.output;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  std::filesystem::remove_all(alone);
 }
 
 }  // namespace
