@@ -44,18 +44,18 @@ void write_file(const Options& o) {
   const ModelPreparer prepare = method_preparer(
       o.methods, precision, o.threads > 0 ? o.threads : default_load_threads(), o.json);
   // The tokenizer where calibration or a llama2.c checkpoint's metadata needs it.
-  std::optional<Tokenizer> tokenizer;
+  std::optional<Tokenizer> loaded;
   if (prepare || model.gguf() == nullptr || !o.tokenizer.empty())
-    tokenizer = load_model_tokenizer(model, o.tokenizer);
-  require_quantized_gguf_source(model, precision,
-                                tokenizer ? &*tokenizer : nullptr);  // before any calibration
+    loaded = load_model_tokenizer(model, o.tokenizer);
+  const Tokenizer* tokenizer = loaded ? &*loaded : nullptr;
+  require_quantized_gguf_source(model, precision, tokenizer);  // before any calibration
   if (prepare) prepare(model, *tokenizer);
   ProgressBar bar("writing " + o.out, o.json);
   const auto start = std::chrono::steady_clock::now();
   const QuantizedFile file = write_quantized_gguf(
       model, precision, o.out,
       [&bar](std::size_t done, std::size_t total) { bar.update(done, total, "tensors"); },
-      tokenizer ? &*tokenizer : nullptr);
+      tokenizer);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bar.finish();

@@ -232,9 +232,6 @@ void require_quantized_gguf_source(const ModelFile& model, const Precision& prec
   QF_REQUIRE(model.gguf() != nullptr || tokenizer != nullptr, model.path(),
              ": a llama2.c checkpoint is written with its tokenizer's vocabulary, and none was "
              "given");
-  QF_REQUIRE(model.gguf() != nullptr || tokenizer->model() == TokenizerModel::SentencePiece,
-             model.path(),
-             ": a llama2.c checkpoint's tokenizer is SentencePiece, not byte-level BPE");
   QF_REQUIRE(precision.quantized,
              "quantize -o: --quant f32 / bf16 writes no quantized tensor; "
              "keep tensors with --keep instead");
