@@ -43,23 +43,27 @@ namespace {
 // The scheme BM_Linear packs: int8 per-channel / int5 g32 (Q5_0's form) / int4 g128, or
 // with two-level scales the forms GGUF's K-quants repack into: Q6_K's int8 g16, Q5_K's
 // int5 g32 asymmetric and Q4_K's int4 g32 asymmetric.
-QuantScheme linear_scheme(int bits, bool two_level) {
-  if (two_level)
+// The scheme of a BM_Linear form: 0 the issue-3 targets' (int8 per-channel, int4-g128,
+// int5-g32), 1 the K-quant two-level forms, 2 the GGUF block size g32 (Q8_0, Q4_0's form).
+enum LinearForm : int { kTargetForm = 0, kTwoLevelForm = 1, kBlockG32Form = 2 };
+QuantScheme linear_scheme(int bits, int form) {
+  if (form == kTwoLevelForm)
     return parse_quant_scheme(bits == 8   ? "int8-g16-sb256"
                               : bits == 5 ? "int5-g32-sb256-asym"
                                           : "int4-g32-sb256-asym");
+  if (form == kBlockG32Form) return parse_quant_scheme(bits == 8 ? "int8-g32" : "int4-g32");
   return parse_quant_scheme(bits == 8 ? "int8" : bits == 5 ? "int5-g32" : "int4-g128");
 }
 
-// Args: N, K, M, bits, threads, swiglu, two_level. With swiglu = 1 the layer is a fused
+// Args: N, K, M, bits, threads, swiglu, form. With swiglu = 1 the layer is a fused
 // gate/up pair (2 N x K weights, N outputs silu(g) * u) and oneDNN runs the unfused 2N x K
-// matmul; two_level = 1 packs the K-quant forms (linear_scheme).
+// matmul; form picks the scheme (linear_scheme).
 void BM_Linear(benchmark::State& state) {
   const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
   const bool swiglu = state.range(5) != 0;
   const std::int64_t weight_rows = swiglu ? 2 * n : n;  // rows of weights read
-  const QuantScheme scheme = linear_scheme(bits, state.range(6) != 0);
+  const QuantScheme scheme = linear_scheme(bits, static_cast<int>(state.range(6)));
 
   std::vector<float> w(static_cast<std::size_t>(weight_rows * k));
   std::mt19937 rng(static_cast<unsigned>(n + k));
@@ -281,25 +285,28 @@ void register_all() {
   // BM_Linear over the given bits, 1 and 2 threads, rows and shapes.
   const auto linear = [](std::initializer_list<std::int64_t> ms,
                          std::initializer_list<const std::int64_t*> layer_shapes, int swiglu,
-                         int two_level, std::initializer_list<int> bits_list = {8, 4}) {
+                         int form, std::initializer_list<int> bits_list = {8, 4}) {
     for (int bits : bits_list)
       for (std::int64_t m : ms)
         for (int t : {1, 2})
           for (const std::int64_t* s : layer_shapes)
             benchmark::RegisterBenchmark("BM_Linear", BM_Linear)
-                ->Args({s[0], s[1], m, bits, t, swiglu, two_level})
+                ->Args({s[0], s[1], m, bits, t, swiglu, form})
                 ->UseManualTime()
                 ->MinTime(0.5)
                 ->Unit(benchmark::kMicrosecond);
   };
-  linear({1, 4, 32, 128}, {shapes[0], shapes[1], shapes[2], shapes[3], shapes[4], shapes[5]}, 0, 0);
+  linear({1, 4, 32, 128}, {shapes[0], shapes[1], shapes[2], shapes[3], shapes[4], shapes[5]}, 0,
+         kTargetForm);
   // the fused gate/up (SwiGLU) projections of TinyLlama and Llama-2-7B
-  linear({1, 128}, {shapes[1], shapes[4]}, 1, 0);
+  linear({1, 128}, {shapes[1], shapes[4]}, 1, kTargetForm);
   // the K-quant forms (Q6_K: int8 g16, Q4_K: int4 g32 asym, two-level) on TinyLlama's
   // shapes
-  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 1, {8, 5, 4});
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, kTwoLevelForm, {8, 5, 4});
   // int5 g32 (Q5_0's form), one-level
-  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, 0, {5});
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, kTargetForm, {5});
+  // int8 g32 and int4 g32 (Q8_0's and Q4_0's form: what a native file's decode runs)
+  linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, kBlockG32Form);
   // int8 per-channel, int4 g128, and the GGUF block size g32 (K steps of 32 on tiles)
   for (const auto& [bits, group] : {std::pair{8, 0}, {4, 0}, {8, 32}, {4, 32}})
     for (std::int64_t m : {4, 8, 16, 32, 64, 128})
