@@ -40,11 +40,11 @@
 namespace qforge::bench {
 namespace {
 
-// The scheme BM_Linear packs: int8 per-channel / int5 g32 (Q5_0's form) / int4 g128, or
-// with two-level scales the forms GGUF's K-quants repack into: Q6_K's int8 g16, Q5_K's
-// int5 g32 asymmetric and Q4_K's int4 g32 asymmetric.
-// The scheme of a BM_Linear form: 0 the issue-3 targets' (int8 per-channel, int4-g128,
-// int5-g32), 1 the K-quant two-level forms, 2 the GGUF block size g32 (Q8_0, Q4_0's form).
+// The scheme BM_Linear packs, by form:
+//   0  the GEMV / GEMM targets' schemes: int8 per-channel, int4 g128 (and int5 g32, Q5_0's)
+//   1  two-level scales, the forms GGUF's K-quants repack into: Q6_K's int8 g16, Q5_K's
+//      int5 g32 asymmetric and Q4_K's int4 g32 asymmetric
+//   2  the GGUF block size g32: Q8_0's int8 g32 and Q4_0's int4 g32
 enum LinearForm : int { kTargetForm = 0, kTwoLevelForm = 1, kBlockG32Form = 2 };
 QuantScheme linear_scheme(int bits, int form) {
   if (form == kTwoLevelForm)
