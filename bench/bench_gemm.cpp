@@ -8,7 +8,7 @@
 //   GOPS        2 M N K per second
 //   bw_ratio    GBps / this machine's streaming read bandwidth (same thread count)
 //   bw_ratio_paired  (M <= 4) the same over a plain read of the same bytes timed between
-//               qforge's calls (paired_read.h), for hosts whose bandwidth drifts
+//               qforge's calls (ops/tune/paired_read.h), for hosts whose bandwidth drifts
 //   peak_ratio  GOPS / this machine's int8 dot-product peak (same thread count)
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
 // For M <= 4 both rotate through enough weight copies to span 8x the reported L3 size, at
@@ -30,12 +30,12 @@
 #include "bench/bench_timing.h"
 #include "bench/bench_weights.h"
 #include "bench/onednn_matmul.h"
-#include "bench/paired_read.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/tune/machine_limits.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/quant/pack.h"
+#include "ops/tune/paired_read.h"
 
 namespace qforge::bench {
 namespace {

@@ -11,7 +11,8 @@
 //   GBps, bw_ratio        packed bytes read per second by the weight-only layer, and that
 //                         over this machine's streaming read bandwidth (same threads)
 //   bw_ratio_paired       (M <= 4) the same over a plain read of the same bytes timed
-//                         between the calls (paired_read.h), for hosts whose bandwidth drifts
+//                         between the calls (ops/tune/paired_read.h), for hosts whose bandwidth
+//                         drifts
 //   GFLOPS, fma_ratio     2 M N K per second, and that over the f32 FMA peak
 //   bf16_ratio            the same over the vdpbf16ps peak, where it runs natively
 //   vs_w8a8               W8A8 time / weight-only time (above 1: weight-only is faster)
@@ -28,11 +29,11 @@
 
 #include "bench/bench_timing.h"
 #include "bench/bench_weights.h"
-#include "bench/paired_read.h"
 #include "jit/cpu/cpu_info.h"
 #include "jit/tune/machine_limits.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/quant/pack.h"
+#include "ops/tune/paired_read.h"
 
 namespace qforge::bench {
 namespace {

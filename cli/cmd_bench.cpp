@@ -1,14 +1,18 @@
-// qforge bench -m MODEL [-p 128] [-n 32] [-r 5] [-t N] [--quant Q[,Q...]] [-f TEXT] [--json]
+// qforge bench -m MODEL [-p 128] [-n 32] [-r 5] [-t N] [--quant Q[,Q...]] [-f TEXT]
+//              [--paired-read] [--json]
 //
 // Like llama-bench: for each precision, load the model (quantize, pack, JIT), then r times
 // prefill a prompt of p tokens as one batch and decode n tokens one by one; report the
 // medians. Each precision runs in its own child process, so peak RSS and load times are
 // its own. Decode bandwidth is stated against the machine's read bandwidth, sampled in the
 // parent right before and right after each precision's child (the better of the two: a
-// shared host's bandwidth drifts over a run of several minutes).
+// shared host's bandwidth drifts over a run of several minutes). With --paired-read the
+// child also reads the bytes of a decode step plainly, with the same pool, after every
+// timed step (ops/tune/paired_read.h): bw_ratio_paired is decode against that read.
 //
 //   parent: per precision: read GB/s -> fork -> collect one JSON line -> read GB/s; print
-//   child:  load -> warm-up pass -> r x (prefill p, decode n) -> [perplexity of -f TEXT]
+//   child:  load -> warm-up pass -> r x (prefill p, decode n [each step: probe]) ->
+//           [perplexity of -f TEXT]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,6 +35,7 @@
 #include "model/format/model_file.h"
 #include "model/runtime/model_session.h"
 #include "model/runtime/perplexity.h"
+#include "ops/tune/paired_read.h"
 
 namespace qforge::cli {
 namespace {
@@ -43,6 +48,7 @@ struct Options {
   int parallel = 1;  // > 1: also decode this many sequences batched
   std::vector<std::string> quants;
   std::string text;
+  bool paired_read = false;
   bool json = false;
 };
 
@@ -123,15 +129,29 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   const std::vector<int> prompt = bench_prompt(std::max(1, o.n_prompt), c.vocab_size);
 
   std::vector<double> prefill, decode;
+  // The paired read's buffer (as many bytes as a decode step reads) comes after the
+  // warm-up pass, and the peak RSS reported is taken before it: the executor allocates
+  // nothing after its first pass.
+  std::uint64_t peak_rss = 0;
+  std::unique_ptr<PairedReadProbe> probe;
   for (int run = -1; run < o.repetitions; ++run) {  // run -1: warm-up, not recorded
     auto start = std::chrono::steady_clock::now();
     int next = argmax(executor.forward(prompt, 0));
     const double prefill_seconds = seconds_since(start);
-    start = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.n_gen; ++i)
+    double decode_seconds = 0;
+    for (int i = 0; i < o.n_gen; ++i) {
+      start = std::chrono::steady_clock::now();
       next = argmax(executor.forward(std::span<const int>(&next, 1), o.n_prompt + i));
-    const double decode_seconds = seconds_since(start);
-    if (run < 0) continue;
+      decode_seconds += seconds_since(start);
+      if (probe) probe->probe(i);
+    }
+    if (run < 0) {
+      peak_rss = peak_rss_bytes();
+      if (o.paired_read && o.n_gen > 0)
+        probe = std::make_unique<PairedReadProbe>(model.weights.decode_bytes_per_token(), 1,
+                                                  *session->pool);
+      continue;
+    }
     if (o.n_prompt > 0) prefill.push_back(o.n_prompt / prefill_seconds);
     if (o.n_gen > 0) decode.push_back(o.n_gen / decode_seconds);
   }
@@ -156,7 +176,8 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
       {"decode_bytes_per_token", model.weights.decode_bytes_per_token()},
       {"linear_parameters", model.weights.linear_parameters()},
       {"kv_cache_bytes", executor.cache().bytes()},
-      {"peak_rss_bytes", peak_rss_bytes()}};
+      {"peak_rss_bytes", peak_rss}};
+  if (probe) j["paired_read_gbps"] = probe->gbps();
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
   j["policy"] = policy_summary(model.weights);
@@ -290,6 +311,13 @@ void print_table(const std::vector<nlohmann::json>& rows) {
         "is the bw ratio's limit)\n",
         r["quant"].get<std::string>().c_str(), r["read_gbps_before"].get<double>(),
         r["read_gbps_after"].get<double>());
+  for (const auto& r : rows)
+    if (r.contains("bw_ratio_paired"))
+      std::printf(
+          "%s decode: %.2f GB/s = %.3f of a plain read of the same bytes between its steps "
+          "(%.2f GB/s)\n",
+          r["quant"].get<std::string>().c_str(), r["decode_gbps"].get<double>(),
+          r["bw_ratio_paired"].get<double>(), r["paired_read_gbps"].get<double>());
   for (const auto& r : rows) {
     std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)",
                 r["quant"].get<std::string>().c_str(), r["prefill_gops"].get<double>(),
@@ -347,6 +375,8 @@ void bench(Options o) {
     r["read_gbps"] = read_gbps;
     r["decode_gbps"] = gbps;
     r["bw_ratio"] = read_gbps > 0 ? gbps / read_gbps : 0.0;
+    if (r.contains("paired_read_gbps"))
+      r["bw_ratio_paired"] = gbps / r["paired_read_gbps"].get<double>();
     // Whole-forward prefill throughput: 2 x linear parameters x tokens / time.
     const double prefill_gops =
         2.0 * r["linear_parameters"].get<double>() * r["prefill_tok_s"].get<double>() / 1e9;
@@ -406,6 +436,10 @@ void register_bench(CLI::App& app) {
                   "(continuous batching), and report the aggregate tokens/s")
       ->check(CLI::Range(1, 64));
   cmd->add_option("-f,--file", options->text, "Text file: also report each precision's perplexity");
+  cmd->add_flag("--paired-read", options->paired_read,
+                "After every timed decode step, read as many bytes plainly with the same "
+                "threads, and report decode against that read (bw_ratio_paired): for hosts "
+                "whose bandwidth drifts within a run");
   cmd->add_flag("--json", options->json, "One JSON object per precision on stdout");
   cmd->callback([options] { bench(*options); });
 }

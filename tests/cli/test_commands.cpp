@@ -111,6 +111,7 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
     EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
     EXPECT_GT(j["prefill_tok_s"].get<double>(), 0);
     EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
+    EXPECT_FALSE(j.contains("bw_ratio_paired")) << "only with --paired-read";
   }
   EXPECT_EQ(records[0]["quant"], "f32");
   EXPECT_EQ(records[0]["kernels"], 0);
@@ -121,9 +122,32 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
   EXPECT_LT(records[2]["weight_bytes"], records[1]["weight_bytes"]);
 }
 
-// Layout v3 reads no more per decode step than the file holds: a native run of Q8_0, Q4_0
-// and Q4_1 files (the classifier kept native too) against the file's own tensor bytes,
-// counted here from the GGUF's tensor infos by ggml's block sizes.
+// --paired-read: a plain read of a decode step's bytes after each timed step, and decode
+// stated against it.
+TEST(Bench, PairedReadStatesDecodeAgainstAReadOfTheSameBytes) {
+  const auto r =
+      test::run_command(kQforge + " bench -m " + stories() +
+                        " --quant int8,int4-g32 -p 4 -n 6 -r 2 -t 2 --paired-read --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto records = json_lines(r.output);
+  ASSERT_EQ(records.size(), 2u) << r.output;
+  for (const auto& j : records) {
+    ASSERT_TRUE(j.contains("paired_read_gbps")) << j.dump();
+    EXPECT_GT(j["paired_read_gbps"].get<double>(), 0);
+    EXPECT_NEAR(j["bw_ratio_paired"].get<double>(),
+                j["decode_gbps"].get<double>() / j["paired_read_gbps"].get<double>(), 1e-9);
+    EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
+  }
+  // Without decode steps there is nothing to pair.
+  const auto prefill_only =
+      test::run_command(kQforge + " bench -m " + stories() +
+                        " --quant int8 -p 4 -n 0 -r 1 -t 1 --paired-read --json");
+  ASSERT_EQ(prefill_only.exit_code, 0) << prefill_only.output;
+  const auto prefill_records = json_lines(prefill_only.output);
+  ASSERT_EQ(prefill_records.size(), 1u) << prefill_only.output;
+  EXPECT_FALSE(prefill_records[0].contains("bw_ratio_paired"));
+}
+
 TEST(Bench, ParallelDecodesSequencesTogether) {
   const auto r = test::run_command(kQforge + " bench -m " + stories() +
                                    " --quant int8 -p 8 -n 4 -r 1 -t 2 --parallel 3 --json");
@@ -136,6 +160,9 @@ TEST(Bench, ParallelDecodesSequencesTogether) {
   EXPECT_NE(test::run_command(kQforge + " bench -m " + stories() + " --parallel 0").exit_code, 0);
 }
 
+// Layout v3 reads no more per decode step than the file holds: a native run of Q8_0, Q4_0
+// and Q4_1 files (the classifier kept native too) against the file's own tensor bytes,
+// counted here from the GGUF's tensor infos by ggml's block sizes.
 TEST(Bench, NativeDecodeReadsNoMoreThanTheFileHolds) {
   for (const char* type : {"q8_0", "q4_0", "q4_1"}) {
     const std::string path = temp_path(std::string("bytes_") + type + ".gguf");

@@ -1,29 +1,30 @@
-// A plain read of the same bytes a decode call reads, timed next to each call, for hosts
-// whose memory bandwidth drifts by more than the effect measured (a shared guest: 40-80
-// GB/s within one run). bw_ratio divides by one bandwidth figure taken at the start;
-// bw_ratio_paired divides by what a read of the same bytes, with the same threads of the
-// same pool, achieved between the layer's own calls:
+// A plain read of the same bytes a decode call (or a whole decode step) reads, timed next
+// to each call, for hosts whose memory bandwidth drifts by more than the effect measured
+// (a shared guest: 40-80 GB/s within one run). bw_ratio divides by one bandwidth figure
+// taken at the start; bw_ratio_paired divides by what a read of the same bytes, with the
+// same threads of the same pool, achieved between the calls:
 //
 //   call(copy 0) probe(copy 0) call(copy 1) probe(copy 1) ...
 //   bw_ratio_paired = median(probe seconds) / median(call seconds)
 //
-// The probe's buffers rotate like the weight copies (same count, same size), so both read
-// memory, not cache. Each probe splits its copy into one contiguous part per thread and
-// reads it with one of the two patterns of read_bandwidth_gbps in turn; the faster
-// pattern's median is the reference.
+// The probe's buffers rotate like the caller's weight copies (same count, same size), so
+// both read memory, not cache (bench_gemm); a decode step reads every weight once, so one
+// copy of its bytes stays as cold as the weights are (qforge bench --paired-read). Each probe
+// splits its copy into one contiguous part per thread and reads it with one of the two patterns of
+// read_bandwidth_gbps in turn; the faster pattern's median is the reference.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "bench/bench_timing.h"
 #include "jit/base/aligned_buffer.h"
 #include "jit/tune/machine_limits.h"
 #include "ops/linear/thread_pool.h"
 
-namespace qforge::bench {
+namespace qforge {
 
 class PairedReadProbe {
  public:
@@ -41,12 +42,13 @@ class PairedReadProbe {
   void probe(int turn) {
     const std::uint8_t* base = buffer_.data() + (turn % copies_) * stride_;
     const bool four = turn % 2 != 0;
-    const auto start = Clock::now();
+    const auto start = std::chrono::steady_clock::now();
     pool_.run([&](int t) {
       const std::uint8_t* p = base + t * part_;
       sink_[t] += four ? read_four_streams(p, part_) : read_stream(p, part_);
     });
-    (four ? four_streams_ : one_stream_).push_back(seconds_since(start));
+    (four ? four_streams_ : one_stream_)
+        .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
   // Seconds per read of all the bytes: the faster pattern's median.
@@ -60,6 +62,11 @@ class PairedReadProbe {
   double gbps() const { return double(stride_) / seconds() / 1e9; }
 
  private:
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+  }
+
   ThreadPool& pool_;
   int copies_;
   std::size_t part_, stride_;
@@ -68,4 +75,4 @@ class PairedReadProbe {
   std::vector<double> one_stream_, four_streams_;
 };
 
-}  // namespace qforge::bench
+}  // namespace qforge
