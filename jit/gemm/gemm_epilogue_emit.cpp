@@ -58,7 +58,7 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
       vcvtdq2ps(xsum, xsum);
     }
   };
-  const auto correct = [&](int r, int t) {
+  const auto correct = [&](int r, int t, int scale_temp = 3) {
     const int pp = panel_of(t), v = vector_of(t);
     const Xmm sum = acc(r, t);
     if (shift) vpsubd(sum, sum, correction);
@@ -68,8 +68,20 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
       return;
     }
     vcvtdq2ps(sum, sum);
-    emit_scaled_group_sum(r, t, xsum);
+    emit_scaled_group_sum(r, t, xsum, scale_temp);
   };
+  // A symmetric one-level scale held in a register per vector, where the registers the K
+  // loop's weights used leave room (temps 3 .. 3 + T - 1): converted once for all rows.
+  const int free_after_k_loop = isa_.registers - plan_.accumulators - plan_.float_sums;
+  if (!superblock_groups_ && !sums_out && !asym && rows > 1 && 3 + t_count <= free_after_k_loop) {
+    for (int t = 0; t < t_count; ++t)
+      emit_group_scale(epilogue_temp(3 + t), panel_of(t), vector_of(t), false);
+    for (int r = 0; r < rows; ++r) {
+      row_terms(r);
+      for (int t = 0; t < t_count; ++t) correct(r, t, 3 + t);
+    }
+    return;
+  }
   // A two-level scale costs four instructions a vector (eight asymmetric): formed once per
   // vector for all rows, the rows' two broadcasts repeated instead. A one-level scale is
   // one conversion: the rows stay outside.
@@ -120,9 +132,9 @@ void GemmGenerator::emit_group_scales(int pp, int v) {
 // The float C of row r, vector t (in acc(r, t)) into its sums: fsum = fma(C, scale, fsum)
 // (+ fma(xsum, offset, fsum) asymmetric; xsum a float broadcast), in registers, in the
 // frame, or, for a single group, y = C * scale (+ xsum * offset) left in acc(r, t). The
-// scales are in epilogue temps 3 and 4 (emit_group_scales); uses temp 2.
-void GemmGenerator::emit_scaled_group_sum(int r, int t, const Xmm& xsum) {
-  const Xmm spill = epilogue_temp(2), scale = epilogue_temp(3), offset = epilogue_temp(4);
+// scales are in epilogue temps 3 (or scale_temp) and 4 (emit_group_scales); uses temp 2.
+void GemmGenerator::emit_scaled_group_sum(int r, int t, const Xmm& xsum, int scale_temp) {
+  const Xmm spill = epilogue_temp(2), scale = epilogue_temp(scale_temp), offset = epilogue_temp(4);
   const bool asym = key_.asymmetric;
   const Xmm sum = acc(r, t);
   if (groups_ == 1) {

@@ -89,7 +89,7 @@ class GemmGenerator : public JitGenerator {
   int correction_shift() const;
   // Float sums += C * scale (+ xsum * offset) for vector t of row `row`, with the scales
   // emit_group_scales left (ops/quant/packed_layout.h; two-level scales from super_ too).
-  void emit_scaled_group_sum(int row, int t, const Xmm& xsum);
+  void emit_scaled_group_sum(int row, int t, const Xmm& xsum, int scale_temp = 3);
   void emit_group_scales(int pp, int v);
   void emit_group_scale(const Xmm& out, int pp, int v, bool offset);
   // Two-level scales: super_ at the first super-block's header and bk_ past it; after a

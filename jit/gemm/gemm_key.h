@@ -46,8 +46,9 @@ const char* activation_name(ActivationKind kind);  // "s8" | "f32" | "bf16"
 // The kind named by `name`; throws qforge::Error naming `where` and the valid names.
 ActivationKind parse_activation(const std::string& name, const std::string& where);
 
-// 3: layout v3 (f16 trailers, u8 weights); 4: the bf16 weight-only kernels' table in a register
-inline constexpr int kGemmGeneratorVersion = 4;
+// 3: layout v3 (f16 trailers, u8 weights); 4: the bf16 weight-only kernels' table in a
+// register; 5: one-level group scales converted once per group for all rows of the tile
+inline constexpr int kGemmGeneratorVersion = 5;
 
 struct GemmKey {
   Isa isa = Isa::avx2;

@@ -122,15 +122,18 @@ TEST(Bench, JsonHasOneRecordPerPrecisionWithEveryField) {
   EXPECT_LT(records[2]["weight_bytes"], records[1]["weight_bytes"]);
 }
 
+// `qforge bench -m stories260K ARGS --json`: its records, one per precision.
+std::vector<nlohmann::json> bench_records(const std::string& args) {
+  const auto r = test::run_command(kQforge + " bench -m " + stories() + " " + args + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json_lines(r.output);
+}
+
 // --paired-read: a plain read of a decode step's bytes after each timed step, and decode
 // stated against it.
 TEST(Bench, PairedReadStatesDecodeAgainstAReadOfTheSameBytes) {
-  const auto r =
-      test::run_command(kQforge + " bench -m " + stories() +
-                        " --quant int8,int4-g32 -p 4 -n 6 -r 2 -t 2 --paired-read --json");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto records = json_lines(r.output);
-  ASSERT_EQ(records.size(), 2u) << r.output;
+  const auto records = bench_records("--quant int8,int4-g32 -p 4 -n 6 -r 2 -t 2 --paired-read");
+  ASSERT_EQ(records.size(), 2u);
   for (const auto& j : records) {
     ASSERT_TRUE(j.contains("paired_read_gbps")) << j.dump();
     EXPECT_GT(j["paired_read_gbps"].get<double>(), 0);
@@ -139,13 +142,9 @@ TEST(Bench, PairedReadStatesDecodeAgainstAReadOfTheSameBytes) {
     EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
   }
   // Without decode steps there is nothing to pair.
-  const auto prefill_only =
-      test::run_command(kQforge + " bench -m " + stories() +
-                        " --quant int8 -p 4 -n 0 -r 1 -t 1 --paired-read --json");
-  ASSERT_EQ(prefill_only.exit_code, 0) << prefill_only.output;
-  const auto prefill_records = json_lines(prefill_only.output);
-  ASSERT_EQ(prefill_records.size(), 1u) << prefill_only.output;
-  EXPECT_FALSE(prefill_records[0].contains("bw_ratio_paired"));
+  const auto prefill_only = bench_records("--quant int8 -p 4 -n 0 -r 1 -t 1 --paired-read");
+  ASSERT_EQ(prefill_only.size(), 1u);
+  EXPECT_FALSE(prefill_only[0].contains("bw_ratio_paired"));
 }
 
 TEST(Bench, ParallelDecodesSequencesTogether) {
