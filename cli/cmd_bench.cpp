@@ -130,9 +130,9 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
 
   std::vector<double> prefill, decode;
   // The paired read's buffer (as many bytes as a decode step reads) comes after the
-  // warm-up pass, and the peak RSS reported is taken before it: the executor allocates
-  // nothing after its first pass.
-  std::uint64_t peak_rss = 0;
+  // warm-up pass; with it the peak RSS reported is the one taken before it (the executor
+  // allocates nothing after its first pass), without it the one at the end.
+  std::uint64_t peak_rss_before_probe = 0;
   std::unique_ptr<PairedReadProbe> probe;
   for (int run = -1; run < o.repetitions; ++run) {  // run -1: warm-up, not recorded
     auto start = std::chrono::steady_clock::now();
@@ -146,10 +146,11 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
       if (probe) probe->probe(i);
     }
     if (run < 0) {
-      peak_rss = peak_rss_bytes();
-      if (o.paired_read && o.n_gen > 0)
+      if (o.paired_read && o.n_gen > 0) {
+        peak_rss_before_probe = peak_rss_bytes();
         probe = std::make_unique<PairedReadProbe>(model.weights.decode_bytes_per_token(), 1,
                                                   *session->pool);
+      }
       continue;
     }
     if (o.n_prompt > 0) prefill.push_back(o.n_prompt / prefill_seconds);
@@ -176,7 +177,7 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
       {"decode_bytes_per_token", model.weights.decode_bytes_per_token()},
       {"linear_parameters", model.weights.linear_parameters()},
       {"kv_cache_bytes", executor.cache().bytes()},
-      {"peak_rss_bytes", peak_rss}};
+      {"peak_rss_bytes", probe ? peak_rss_before_probe : peak_rss_bytes()}};
   if (probe) j["paired_read_gbps"] = probe->gbps();
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
