@@ -70,21 +70,10 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
     vcvtdq2ps(sum, sum);
     emit_scaled_group_sum(r, t, xsum, scale_temp);
   };
-  // A symmetric one-level scale held in a register per vector, where the registers the K
-  // loop's weights used leave room (temps 3 .. 3 + T - 1): converted once for all rows.
-  const int free_after_k_loop = isa_.registers - plan_.accumulators - plan_.float_sums;
-  if (!superblock_groups_ && !sums_out && !asym && rows > 1 && 3 + t_count <= free_after_k_loop) {
-    for (int t = 0; t < t_count; ++t)
-      emit_group_scale(epilogue_temp(3 + t), panel_of(t), vector_of(t), false);
-    for (int r = 0; r < rows; ++r) {
-      row_terms(r);
-      for (int t = 0; t < t_count; ++t) correct(r, t, 3 + t);
-    }
-    return;
-  }
   // A two-level scale costs four instructions a vector (eight asymmetric): formed once per
   // vector for all rows, the rows' two broadcasts repeated instead. A one-level scale is
-  // one conversion: the rows stay outside.
+  // one conversion: the rows stay outside, and a symmetric one is converted once for all
+  // rows into temps 3 .. 3 + T - 1 where the K loop's weight registers leave room.
   if (superblock_groups_ && !sums_out && rows > 1) {
     for (int t = 0; t < t_count; ++t) {
       emit_group_scales(panel_of(t), vector_of(t));
@@ -95,11 +84,16 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
     }
     return;
   }
+  const int free_after_k_loop = isa_.registers - plan_.accumulators - plan_.float_sums;
+  const bool held = !sums_out && !asym && rows > 1 && 3 + t_count <= free_after_k_loop;
+  if (held)
+    for (int t = 0; t < t_count; ++t)
+      emit_group_scale(epilogue_temp(3 + t), panel_of(t), vector_of(t), false);
   for (int r = 0; r < rows; ++r) {
     row_terms(r);
     for (int t = 0; t < t_count; ++t) {
-      if (!sums_out) emit_group_scales(panel_of(t), vector_of(t));
-      correct(r, t);
+      if (!sums_out && !held) emit_group_scales(panel_of(t), vector_of(t));
+      correct(r, t, held ? 3 + t : 3);
     }
   }
 }
