@@ -307,6 +307,8 @@ void register_all() {
   linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, kTargetForm, {5});
   // int8 g32 and int4 g32 (Q8_0's and Q4_0's form: what a native file's decode runs)
   linear({1, 128}, {shapes[0], shapes[1], shapes[2]}, 0, kBlockG32Form);
+  // and their fused gate/up pair: a native file's largest prefill kernel
+  linear({128}, {shapes[1]}, 1, kBlockG32Form);
   // int8 per-channel, int4 g128, and the GGUF block size g32 (K steps of 32 on tiles)
   for (const auto& [bits, group] : {std::pair{8, 0}, {4, 0}, {8, 32}, {4, 32}})
     for (std::int64_t m : {4, 8, 16, 32, 64, 128})

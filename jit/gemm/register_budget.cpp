@@ -69,13 +69,15 @@ Blocking default_blocking(const GemmKey& key) {
       const RegisterPlan plan = plan_registers(key, b);
       double score = 0;
       if (key.bucket == MBucket::large && !key.weight_only()) {
-        // Dot products per K step (4 k) over the memory operands of that step, in units
-        // (16 columns): one weight load per unit and one broadcast per row, and where the
-        // float sums live in the stack frame their load and store once a group (g / 4
-        // steps), which g32 groups pay 8x as often as g128:
-        //   dots = MR x NR     loads = NR + MR (+ 2 x MR x NR x 4 / g)
-        const double dots = double(mr) * nr;
-        double loads = nr + mr;
+        // Dot products per K step (4 k) over the memory operands of that step, in panels
+        // (16 columns; P a unit, two for a SwiGLU gate/up pair): one weight load per panel
+        // and one broadcast per row, and where the float sums live in the stack frame
+        // their load and store once a group (g / 4 steps), which g32 groups pay 8x as
+        // often as g128:
+        //   dots = MR x NR x P     loads = NR x P + MR (+ 2 x dots x 4 / g)
+        const int panels = nr * key.panels_per_unit();
+        const double dots = double(mr) * panels;
+        double loads = panels + mr;
         if (plan.float_sums_in_memory) loads += 8.0 * dots / static_cast<double>(key.group);
         // Ties go to the taller tile: its weights, streamed from memory, serve more rows.
         score = dots / loads * 100 + dots + mr * 1e-3;
