@@ -82,6 +82,30 @@ TEST(BlockingSpace, ZmmKeysHaveWiderTilesThanYmm) {
   EXPECT_GT(widest(Isa::avx512_vnni), widest(Isa::avx2));
 }
 
+// A SwiGLU unit is two panels (gate and up), each with its own weight loads and dot
+// products against one broadcast per row. Scored in units, the large-M default for Q8_0's
+// gate/up pair on zmm was 4 x 3, its 24 accumulators leaving the float sums in the stack
+// frame; scored in panels it is a tile whose sums stay in registers (measured 1.1-1.3x).
+TEST(BlockingSpace, SwigluDefaultsCountBothPanelsOfAUnit) {
+  GemmKey key;
+  key.isa = Isa::avx512_vnni;
+  key.n = 5632;
+  key.k = key.k_padded = 2048;
+  key.group = 32;
+  key.bits = 8;
+  key.bucket = MBucket::large;
+  key.epilogue.swiglu = true;
+  const Blocking b = default_blocking(key);
+  const RegisterPlan plan = plan_registers(key, b);
+  EXPECT_FALSE(plan.float_sums_in_memory) << kernel_name(key);
+  EXPECT_EQ(plan.accumulators, b.mr * b.nr * 2);
+  // The same key without the pair keeps its tile: one panel a unit was always counted right.
+  GemmKey single = key;
+  single.epilogue.swiglu = false;
+  EXPECT_EQ(default_blocking(single).mr, 4);
+  EXPECT_EQ(default_blocking(single).nr, 3);
+}
+
 CpuInfo sample_cpu() {
   CpuInfo cpu;
   cpu.vendor = "AuthenticAMD";
