@@ -109,7 +109,7 @@ void BM_Linear(benchmark::State& state) {
   int turn = 0;
   for (auto _ : state) {
     const auto start = Clock::now();
-    layers[turn % copies]->forward(xq, {}, y.data(), n, pool);
+    layers[rotation_turn(turn, copies)]->forward(xq, {}, y.data(), n, pool);
     const double tq = seconds_since(start);
     state.SetIterationTime(tq);
     qforge_times.push_back(tq);

@@ -78,7 +78,7 @@ void BM_WeightOnly(benchmark::State& state) {
   if (m <= 4) read_probe = std::make_unique<PairedReadProbe>(bytes, copies, pool);
   int turn = 0;
   for (auto _ : state) {
-    const int c = turn % copies;
+    const int c = rotation_turn(turn, copies);
     auto start = Clock::now();
     run_woq(c);
     woq_times.push_back(seconds_since(start));

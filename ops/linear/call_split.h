@@ -4,7 +4,9 @@
 //            +-------+-------+-------+-----+
 //   rows     | chunk   | chunk | chunk |.|.|      units: each thread that is free takes
 //   0 .. M   |         |       |       | | |             1 / (2 T) of the units left (all
-//            +---------+-------+-------+-+-+             rows of them), down to one unit
+//            +---------+-------+-------+-+-+             rows of them), down to one unit;
+//                                                          a GEMV (M <= kStreamingRows):
+//                                                          1 / T, down to kMinChunkBytes
 //
 //            +---------------------------+
 //            |  thread 0: rows [0, M/T)  |      rows:  thread t runs rows [M t/T, M (t+1)/T)
@@ -32,6 +34,20 @@ namespace qforge {
 
 inline constexpr double kMinOpsToSplit = 2.0 * (1 << 20);
 inline constexpr std::int64_t kGuidedShare = 2;  // a chunk is 1 / (2 * threads) of the rest
+// A GEMV streams its weights from memory once, and each chunk is a kernel call whose panel
+// streams start cold (a memory latency and the prefetchers' ramp: about a microsecond per
+// chunk on a 2-core guest). Its tail of single units cost an int4-g128 2048 x 2048 GEMV
+// 10-15% there, so calls of at most kStreamingRows rows take 1 / (kStreamingShare *
+// threads) of the rest, and never less than kMinChunkBytes of weights (or what is left).
+inline constexpr std::int64_t kStreamingRows = 4;
+inline constexpr std::int64_t kStreamingShare = 1;
+inline constexpr std::int64_t kMinChunkBytes = 64 << 10;
+
+// The fewest units a chunk of a call with `m` rows is dealt (see above).
+inline std::int64_t min_chunk_units(std::int64_t m, std::int64_t unit_bytes) {
+  if (m > kStreamingRows || unit_bytes <= 0) return 1;
+  return std::max<std::int64_t>(1, (kMinChunkBytes + unit_bytes - 1) / unit_bytes);
+}
 
 // What moving a call's first row needs besides the call itself.
 struct CallRows {
@@ -46,10 +62,11 @@ CallRows call_rows_of(const FloatActivations& x, const Epilogue& epilogue);
 GemmCallArgs rows_of(const GemmCallArgs& call, const CallRows& rows, std::int64_t first,
                      std::int64_t end);
 
-// Runs `run(part)` for each thread's part of `call` (units [0, units), rows [0, call.m)).
+// Runs `run(part)` for each thread's part of `call` (units [0, units), rows [0, call.m));
+// `unit_bytes`: the weight bytes one unit's panels hold.
 template <typename Run>
-void run_split(const GemmCallArgs& call, std::int64_t units, double ops, const CallRows& rows,
-               ThreadSplit split, ThreadPool& pool, Run&& run) {
+void run_split(const GemmCallArgs& call, std::int64_t units, std::int64_t unit_bytes, double ops,
+               const CallRows& rows, ThreadSplit split, ThreadPool& pool, Run&& run) {
   const int threads = pool.size();
   if (ops < kMinOpsToSplit || threads == 1) {
     GemmCallArgs all = call;
@@ -68,16 +85,19 @@ void run_split(const GemmCallArgs& call, std::int64_t units, double ops, const C
     return;
   }
   // Units are dealt in shrinking chunks (guided scheduling): each thread that finishes a
-  // chunk takes 1 / (kGuidedShare * threads) of what is left, so the first chunks are long
-  // streams and the last ones single units, and the threads finish together. A thread the
-  // host slows down (a vCPU descheduled for a while) simply takes fewer.
+  // chunk takes 1 / (kGuidedShare * threads) of what is left (a GEMV: see kStreamingRows),
+  // so the first chunks are long streams and the last ones short, and the threads finish
+  // together. A thread the host slows down (a vCPU descheduled for a while) simply takes
+  // fewer.
   std::atomic<std::int64_t> next{0};
-  const std::int64_t share = kGuidedShare * threads;
+  const std::int64_t share = (call.m <= kStreamingRows ? kStreamingShare : kGuidedShare) * threads;
+  const std::int64_t min_units = min_chunk_units(call.m, unit_bytes);
   pool.run([&](int) {
     GemmCallArgs mine = call;
     std::int64_t begin = next.load(std::memory_order_relaxed);
     while (begin < units) {
-      const std::int64_t size = std::max<std::int64_t>(1, (units - begin) / share);
+      const std::int64_t size =
+          std::min(units - begin, std::max(min_units, (units - begin) / share));
       if (!next.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) continue;
       mine.unit_begin = begin;
       mine.unit_end = begin + size;

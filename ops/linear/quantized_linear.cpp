@@ -287,7 +287,8 @@ void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* 
     fn(&part);
   };
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
-  run_split(call, units, ops, call_rows_of(x, epilogue_), plan.split, pool, run_part);
+  run_split(call, units, weights_.geometry.total_bytes / units, ops, call_rows_of(x, epilogue_),
+            plan.split, pool, run_part);
 }
 
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,

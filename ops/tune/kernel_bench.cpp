@@ -127,7 +127,7 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   const double ops = 2.0 * double(ms_[i]) * double(shape_.n) * double(shape_.k);
   const CallRows call_rows = shape_.weight_only() ? call_rows_of(rows.xf, shape_.epilogue)
                                                   : call_rows_of(rows.x, shape_.epilogue);
-  run_split(call, shape_.units(), ops, call_rows, split, pool_,
+  run_split(call, shape_.units(), weight_bytes_ / shape_.units(), ops, call_rows, split, pool_,
             [fn](const GemmCallArgs& part) { fn(&part); });
 }
 

@@ -12,12 +12,19 @@
 // copy of its bytes stays as cold as the weights are (qforge bench --paired-read). Each probe
 // splits its copy into one contiguous part per thread and reads it with one of the two patterns of
 // read_bandwidth_gbps in turn; the faster pattern's median is the reference.
+//
+// Consecutive probes read copies two or more apart, never the next one up (rotation_turn):
+// a four-stream read primes the region after its copy (most likely the prefetchers
+// running on past its end), and a one-stream read of the next copy then ran 1.4x a cold
+// read of the same bytes (one thread, 2 MB copies, measured on a 2-core EPYC guest). The benches
+// rotate their weight copies in the same order, so neither side is primed by the other.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "jit/base/aligned_buffer.h"
@@ -25,6 +32,18 @@
 #include "ops/linear/thread_pool.h"
 
 namespace qforge {
+
+// The copy that turn t of a rotation through `copies` reads: (t * step) mod copies, step
+// the smallest of 2, 3, ... below the count and coprime with it (every copy is read in
+// turn, and never the one just above the last); step 1 for one or two copies.
+inline int rotation_step(int copies) {
+  for (int step = 2; step < copies; ++step)
+    if (std::gcd(step, copies) == 1) return step;
+  return 1;
+}
+inline int rotation_turn(std::int64_t turn, int copies) {
+  return static_cast<int>(turn * rotation_step(copies) % copies);
+}
 
 class PairedReadProbe {
  public:
@@ -40,7 +59,7 @@ class PairedReadProbe {
 
   // Reads copy `turn % copies` once and records the time under pattern `turn % 2`.
   void probe(int turn) {
-    const std::uint8_t* base = buffer_.data() + (turn % copies_) * stride_;
+    const std::uint8_t* base = buffer_.data() + copy_of(turn) * stride_;
     const bool four = turn % 2 != 0;
     const auto start = std::chrono::steady_clock::now();
     pool_.run([&](int t) {
@@ -62,6 +81,10 @@ class PairedReadProbe {
   double gbps() const { return double(stride_) / seconds() / 1e9; }
 
  private:
+  std::size_t copy_of(int turn) const {
+    return static_cast<std::size_t>(std::int64_t{turn} * step_ % copies_);
+  }
+
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -69,6 +92,7 @@ class PairedReadProbe {
 
   ThreadPool& pool_;
   int copies_;
+  int step_ = rotation_step(copies_);  // rotation_turn's, kept
   std::size_t part_, stride_;
   AlignedBuffer<std::uint8_t> buffer_;
   std::vector<std::uint64_t> sink_;

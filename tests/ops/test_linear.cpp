@@ -1,8 +1,11 @@
 // The call site: thread splits, the code cache under concurrency, W^X code pages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
+#include <utility>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "jit/base/error.h"
 #include "jit/core/code_cache.h"
+#include "ops/linear/call_split.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/ref/gemm_reference.h"
 #include "tests/support/random_data.h"
@@ -51,6 +55,62 @@ TEST(QuantizedLinear, MatchesReferenceForEveryThreadCount) {
             << scheme << " M " << m << " threads " << threads;
       }
     }
+}
+
+// Every unit of a split call is dealt exactly once; a GEMV's chunks stream at least
+// kMinChunkBytes (but the last), a GEMM's go down to single units.
+TEST(RunSplit, DealsEveryUnitOnceInChunksOfTheMinimumSize) {
+  EXPECT_EQ(min_chunk_units(1, 16896), 4);  // int4-g128 K = 2048: 16.5 KiB a unit
+  EXPECT_EQ(min_chunk_units(4, 1 << 20), 1);
+  EXPECT_EQ(min_chunk_units(kStreamingRows + 1, 16896), 1);
+  for (int threads : {2, 3})
+    for (std::int64_t m : {1, 4, 64})
+      for (std::int64_t units : {1, 5, 128, 1001}) {
+        const std::int64_t unit_bytes = 8704;
+        GemmCallArgs call;
+        call.m = m;
+        ThreadPool pool(threads);
+        std::mutex lock;
+        std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+        run_split(call, units, unit_bytes, 1e12, CallRows{}, ThreadSplit::units, pool,
+                  [&](const GemmCallArgs& part) {
+                    std::lock_guard<std::mutex> hold(lock);
+                    chunks.emplace_back(part.unit_begin, part.unit_end);
+                  });
+        std::sort(chunks.begin(), chunks.end());
+        std::int64_t next = 0;
+        const std::int64_t least = min_chunk_units(m, unit_bytes);
+        for (const auto& [begin, end] : chunks) {
+          EXPECT_EQ(begin, next) << "M " << m << " units " << units;
+          EXPECT_TRUE(end - begin >= least || end == units)
+              << "M " << m << " units " << units << " chunk " << begin << ".." << end;
+          next = end;
+        }
+        EXPECT_EQ(next, units) << "M " << m << " threads " << threads;
+        if (m > kStreamingRows && units == 1001) EXPECT_GT(chunks.size(), 20u);
+      }
+}
+
+// A GEMV large enough to be split (the calls above run on the caller alone).
+TEST(QuantizedLinear, SplitGemvMatchesReference) {
+  for (const char* scheme : {"int8", "int4-g128"}) {
+    const std::int64_t n = 2000, k = 1024, m = 1;
+    const Layer layer = make_layer(n, k, m, scheme, 41);
+    QuantizedActivations xq;
+    std::vector<float> want(m * n);
+    prepare_activations(xq, m, k, layer.linear.weights().header.k_padded,
+                        layer.linear.weights().header.group);
+    quantize_activations(layer.x.data(), k, xq);
+    gemm_reference(layer.linear.weights(), xq, Epilogue{}, {}, want.data(), n);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> got(m * n, -7.f);
+      QuantizedActivations scratch;
+      layer.linear.forward(layer.x.data(), m, k, scratch, {}, got.data(), n, pool);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+          << scheme << " threads " << threads;
+    }
+  }
 }
 
 TEST(QuantizedLinear, HonoursTheIsaCap) {
