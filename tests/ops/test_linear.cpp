@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
-#include <utility>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "jit/base/error.h"
@@ -87,7 +87,9 @@ TEST(RunSplit, DealsEveryUnitOnceInChunksOfTheMinimumSize) {
           next = end;
         }
         EXPECT_EQ(next, units) << "M " << m << " threads " << threads;
-        if (m > kStreamingRows && units == 1001) EXPECT_GT(chunks.size(), 20u);
+        if (m > kStreamingRows && units == 1001) {
+          EXPECT_GT(chunks.size(), 20u);
+        }
       }
 }
 
