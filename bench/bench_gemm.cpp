@@ -108,8 +108,9 @@ void BM_Linear(benchmark::State& state) {
   if (m <= 4) read_probe = std::make_unique<PairedReadProbe>(packed_bytes, copies, pool);
   int turn = 0;
   for (auto _ : state) {
+    const QuantizedLinear& layer = *layers[rotation_turn(turn, copies)];
     const auto start = Clock::now();
-    layers[rotation_turn(turn, copies)]->forward(xq, {}, y.data(), n, pool);
+    layer.forward(xq, {}, y.data(), n, pool);
     const double tq = seconds_since(start);
     state.SetIterationTime(tq);
     qforge_times.push_back(tq);

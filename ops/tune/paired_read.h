@@ -16,8 +16,8 @@
 // Consecutive probes read copies two or more apart, never the next one up (rotation_turn):
 // a four-stream read primes the region after its copy (most likely the prefetchers
 // running on past its end), and a one-stream read of the next copy then ran 1.4x a cold
-// read of the same bytes (one thread, 2 MB copies, measured on a 2-core EPYC guest). The benches
-// rotate their weight copies in the same order, so neither side is primed by the other.
+// read of the same bytes (one thread, 2 MB copies, measured on a 2-core EPYC guest). The
+// benches rotate their weight copies in the same order, so neither side is primed by the other.
 #pragma once
 
 #include <algorithm>
@@ -57,9 +57,9 @@ class PairedReadProbe {
     std::memset(buffer_.data(), 1, buffer_.size());  // fault every page in first
   }
 
-  // Reads copy `turn % copies` once and records the time under pattern `turn % 2`.
+  // Reads copy rotation_turn(turn, copies) once and records the time under pattern `turn % 2`.
   void probe(int turn) {
-    const std::uint8_t* base = buffer_.data() + copy_of(turn) * stride_;
+    const std::uint8_t* base = buffer_.data() + rotation_turn(turn, copies_) * stride_;
     const bool four = turn % 2 != 0;
     const auto start = std::chrono::steady_clock::now();
     pool_.run([&](int t) {
@@ -81,10 +81,6 @@ class PairedReadProbe {
   double gbps() const { return double(stride_) / seconds() / 1e9; }
 
  private:
-  std::size_t copy_of(int turn) const {
-    return static_cast<std::size_t>(std::int64_t{turn} * step_ % copies_);
-  }
-
   static double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -92,7 +88,6 @@ class PairedReadProbe {
 
   ThreadPool& pool_;
   int copies_;
-  int step_ = rotation_step(copies_);  // rotation_turn's, kept
   std::size_t part_, stride_;
   AlignedBuffer<std::uint8_t> buffer_;
   std::vector<std::uint64_t> sink_;
