@@ -55,6 +55,10 @@ int slice_vectors(const GemmKey& key);
 RegisterPlan plan_registers(const GemmKey& key, const Blocking& blocking);
 bool fits(const GemmKey& key, const Blocking& blocking);
 
+// The most panel streams a decode tile (M buckets one and small) of the default
+// blocking reads at once.
+inline constexpr int kMaxDecodeStreams = 8;
+
 // The analytic default blocking for a key (its own blocking field is ignored); for AMX
 // keys the fixed tile blocking (amx_tile_plan.h).
 Blocking default_blocking(const GemmKey& key);
