@@ -86,8 +86,9 @@ Blocking default_blocking(const GemmKey& key) {
         // Ties go to the taller tile: its weights, streamed from memory, serve more rows.
         score = dots / loads * 100 + dots + mr * 1e-3;
       } else {
-        // Decode rows are fixed by M, so there the widest tile (most streams in flight)
-        // wins; weight-only tiles convert each weight once for all their rows: rows first.
+        // Decode rows are fixed by M, so there the widest tile (most streams in flight,
+        // up to kMaxDecodeStreams) wins; weight-only tiles convert each weight once for
+        // all their rows: rows first.
         score = mr * 100 + nr;
         // A weight-only tile updates its sums once a group (g / 8 rows of conversions),
         // so sums in memory cost it nothing; its FMA chains want the widest tile.
