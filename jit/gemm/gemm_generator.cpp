@@ -28,9 +28,11 @@ GemmGenerator::GemmGenerator(const GemmKey& key)
 
   const int spill_bytes =
       plan_.float_sums_in_memory ? key.blocking.mr * max_per_row_ * vector_bytes_ : 0;
-  StackFrame frame(this, 1, 11, spill_bytes, /*makeEpilog=*/false);
+  StackFrame frame(this, 1, 12, spill_bytes, /*makeEpilog=*/false);
   bind_frame_registers(frame);
   super_ = frame.t[10];
+  handoff_ = frame.t[11];
+  handoff_on_ = key.blocking.prefetch_distance > 0;
 
   emit_unit_loop();
   vzeroupper();
@@ -236,6 +238,7 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
            std::to_string(slice_first_ * vector_bytes_ / 4) + "-" +
            std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
+  if (handoff_on_) xor_(handoff_, handoff_);
   // Constant registers (the epilogue of the previous tile may have used them as temps).
   if (!woq_ && key_.bits != 8) vmovups(nibble_mask(), constant(kConstNibbleMask));
   // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
@@ -318,19 +321,70 @@ void GemmGenerator::emit_group_k(int rows, int units) {
   // k_unroll counts packed rows; an int5 step is four of them (and a bit row).
   const int unroll =
       key_.bits == 5 ? std::max(1, key_.blocking.k_unroll / 4) : key_.blocking.k_unroll;
+  // The handoff zone: the rows whose prefetch reaches past the panel's end, the last
+  // `distance` bytes of it. `whole` groups at the end lie in it entirely; the group before
+  // them from its `partial`-th last loop iteration on.
+  const std::int64_t stride = panel_bytes_ / groups_, step_span = unroll * step_bytes_;
+  const std::int64_t whole = handoff_on_ ? key_.blocking.prefetch_distance / stride : 0;
+  if (whole > 0) emit_stream_handoff(rows, units, whole);
   if (steps_per_group_ <= unroll) {
     emit_k_rows(rows, units, static_cast<int>(steps_per_group_));
     return;
   }
   const std::int64_t iterations = steps_per_group_ / unroll;
   const int remainder = static_cast<int>(steps_per_group_ % unroll);
-  Label loop;
-  mov(kloop_, iterations);
-  L(loop);
-  emit_k_rows(rows, units, unroll);
-  dec(kloop_);
-  jnz(loop, T_NEAR);
+  std::int64_t partial = 0;
+  if (handoff_on_ && whole < groups_) {
+    const std::int64_t before = (whole + 1) * stride - key_.blocking.prefetch_distance;
+    partial = std::max<std::int64_t>(0, iterations - (before + step_span - 1) / step_span);
+  }
+  auto loop = [&](std::int64_t count) {
+    if (count == 1) {
+      emit_k_rows(rows, units, unroll);
+      return;
+    }
+    Label top;
+    mov(kloop_, count);
+    L(top);
+    emit_k_rows(rows, units, unroll);
+    dec(kloop_);
+    jnz(top, T_NEAR);
+  };
+  if (iterations > partial) loop(iterations - partial);
+  if (partial > 0) {
+    emit_stream_handoff(rows, units, whole + 1);
+    loop(partial);
+  }
   if (remainder) emit_k_rows(rows, units, remainder);
+}
+
+// handoff_ = (P - 1) x panel bytes when this group is one of the tile's last
+// `last_groups`, the tile is the last row block and another unit block of this call
+// follows; else unchanged (0 from the tile's start).
+void GemmGenerator::emit_stream_handoff(int rows, int units, std::int64_t last_groups) {
+  if (!handoff_on_ || slice_first_ + slice_vectors_ < vectors_per_panel_) return;
+  Label skip;
+  if (groups_ > last_groups) {
+    cmp(gloop_, static_cast<int>(last_groups));
+    ja(skip, T_NEAR);
+  }
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, m)]);
+  sub(tmp_, row_);
+  cmp(tmp_, rows);
+  jg(skip, T_NEAR);
+  mov(tmp_, ptr[args_ + offsetof(GemmCallArgs, unit_end)]);
+  sub(tmp_, unit_);
+  cmp(tmp_, units);
+  jle(skip, T_NEAR);
+  mov(handoff_, (units * panels_per_unit_ - 1) * panel_bytes_);
+  L(skip);
+}
+
+void GemmGenerator::emit_panel_prefetch(std::int64_t disp) {
+  if (handoff_on_)
+    prefetcht0(ptr[bk_ + handoff_ + disp]);
+  else
+    prefetcht0(ptr[bk_ + disp]);
 }
 
 void GemmGenerator::emit_k_rows(int rows, int units, int count) {
@@ -359,7 +413,7 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b,
   for (int pp = 0; pp < panels; ++pp) {
     const std::int64_t base = pp * panel_bytes_ + disp_b;
     if (key_.blocking.prefetch_distance > 0)
-      prefetcht0(ptr[bk_ + base + key_.blocking.prefetch_distance]);
+      emit_panel_prefetch(base + key_.blocking.prefetch_distance);
     for (int s = 0; s < slice_vectors_; ++s) {
       const int t = pp * slice_vectors_ + s;
       const Address at = vector_at(bk_, base + vector_of(t) * vector_bytes_);

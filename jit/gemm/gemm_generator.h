@@ -6,7 +6,7 @@
 //       register tile: acc[r][t] (int32), fsum[r][t] (float), t = panel x vector
 //       for group j:                                   (Kp / g groups, g / 4 rows each)
 //         acc = 0
-//         for packed row (64 bytes / panel): load weights, broadcast x quads, dot
+//         for packed row (64 bytes / panel): prefetch, load weights, broadcast x quads, dot
 //         correct: C = acc - bias * xsum_j ;  fsum = fma(float(C), f16 scale_j, fsum)
 //                  asymmetric: fsum = fma(float(xsum_j), f16 offset_j, fsum)
 //       y = fsum * a[row]; epilogue (bias, SwiGLU, residual); store (masked N tail)
@@ -19,6 +19,17 @@
 //                  (int5: the nibble plus 16 where the bit plane has the fifth bit)
 // The AVX2 forms are exact: |v| <= 128 and |sign(xq, v)| <= 127 (int8), nibble <= 15
 // (int4), so each vpmaddubsw pair is at most 2 * 128 * 127 < 2^15.
+//
+// The prefetch runs `prefetch_distance` bytes ahead in each panel's stream. Near a panel's
+// end it would run on into panel p + 1, which the tile reads beside p and has read already;
+// in the last row block of a tile with another unit block after it, it runs on into panel
+// p + P instead (P the tile's panels), so the next unit block's streams start warm:
+//
+//   tile u:    panel 0 .......[zone] panel 1 .......[zone] ... panel P-1 .......[zone]
+//                                |                                              |
+//   tile u+1:  panel P <---------+ (its first distance bytes)     panel 2P-1 <--+
+//
+// (emit_group_k, emit_stream_handoff: handoff_ = (P - 1) x panel bytes in the zone, else 0.)
 //
 // Weight-only keys (activation f32, gemm_woq_emit.cpp) keep the loops and the epilogue
 // and change the operand: per packed row and k, each column's operand field is masked in
@@ -66,6 +77,8 @@ class GemmGenerator : public JitGenerator {
   void emit_tile_pass(int rows, int units);
   void emit_group_k(int rows, int units);
   void emit_k_rows(int rows, int units, int count);
+  void emit_stream_handoff(int rows, int units, std::int64_t last_groups);
+  void emit_panel_prefetch(std::int64_t disp);
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b, int disp_bits = -1);
   void emit_fifth_bits(const Xmm& operand, std::int64_t at);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
@@ -156,6 +169,10 @@ class GemmGenerator : public JitGenerator {
   int spill_displacement_ = 0;
 
   Reg64 args_, unit_, row_, bk_, ak_, kloop_, gloop_, sums_, tmp_, tmp2_, out_;
+  // The prefetch stream handoff (the diagram above): added to every panel prefetch's
+  // address; 0, or (P - 1) x panel bytes in the handoff zone of the tile's last row block.
+  Reg64 handoff_;
+  bool handoff_on_ = false;
   Reg64 super_;          // two-level scales: the current super-block's header (in panel 0)
   int super_slot_ = -1;  // >= 0: the header pointer lives at [rsp + super_slot_] (AMX)
   // Names the frame's argument and first 10 temporaries as the registers above (and the

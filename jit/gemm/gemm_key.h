@@ -47,8 +47,9 @@ const char* activation_name(ActivationKind kind);  // "s8" | "f32" | "bf16"
 ActivationKind parse_activation(const std::string& name, const std::string& where);
 
 // 3: layout v3 (f16 trailers, u8 weights); 4: the bf16 weight-only kernels' table in a
-// register; 5: one-level group scales converted once per group for all rows of the tile
-inline constexpr int kGemmGeneratorVersion = 5;
+// register; 5: one-level group scales converted once per group for all rows of the tile;
+// 6: the prefetch stream handoff to the next unit block (gemm_generator.h)
+inline constexpr int kGemmGeneratorVersion = 6;
 
 struct GemmKey {
   Isa isa = Isa::avx2;
