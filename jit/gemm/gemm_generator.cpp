@@ -380,10 +380,12 @@ void GemmGenerator::emit_stream_handoff(int rows, int units, std::int64_t last_g
   L(skip);
 }
 
-void GemmGenerator::emit_panel_prefetch(std::int64_t disp) {
+// The prefetch of the panel stream whose current row is at [bk_ + at] (none at distance 0).
+void GemmGenerator::emit_panel_prefetch(std::int64_t at) {
+  const std::int64_t disp = at + key_.blocking.prefetch_distance;
   if (handoff_on_)
     prefetcht0(ptr[bk_ + handoff_ + disp]);
-  else
+  else if (key_.blocking.prefetch_distance > 0)
     prefetcht0(ptr[bk_ + disp]);
 }
 
@@ -412,8 +414,7 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b,
   const int panels = units * panels_per_unit_;
   for (int pp = 0; pp < panels; ++pp) {
     const std::int64_t base = pp * panel_bytes_ + disp_b;
-    if (key_.blocking.prefetch_distance > 0)
-      emit_panel_prefetch(base + key_.blocking.prefetch_distance);
+    emit_panel_prefetch(base);
     for (int s = 0; s < slice_vectors_; ++s) {
       const int t = pp * slice_vectors_ + s;
       const Address at = vector_at(bk_, base + vector_of(t) * vector_bytes_);

@@ -78,7 +78,7 @@ class GemmGenerator : public JitGenerator {
   void emit_group_k(int rows, int units);
   void emit_k_rows(int rows, int units, int count);
   void emit_stream_handoff(int rows, int units, std::int64_t last_groups);
-  void emit_panel_prefetch(std::int64_t disp);
+  void emit_panel_prefetch(std::int64_t at);
   void emit_packed_row(int rows, int units, int row_disp_a, int row_disp_b, int disp_bits = -1);
   void emit_fifth_bits(const Xmm& operand, std::int64_t at);
   void emit_dot(const Xmm& acc, const Xmm& x, int weight_index, bool high);
@@ -175,8 +175,8 @@ class GemmGenerator : public JitGenerator {
   bool handoff_on_ = false;
   Reg64 super_;          // two-level scales: the current super-block's header (in panel 0)
   int super_slot_ = -1;  // >= 0: the header pointer lives at [rsp + super_slot_] (AMX)
-  // Names the frame's argument and first 10 temporaries as the registers above (and the
-  // 11th as super_ when the frame has one).
+  // Names the frame's argument and first 10 temporaries as the registers above (the
+  // constructors name the 11th super_ and, in this class's frame, the 12th handoff_).
   void bind_frame_registers(const Xbyak::util::StackFrame& frame);
   // A group trailer's offsets follow its 16 f16 scales (ops/quant/packed_layout.h).
   static constexpr int kTrailerOffsetBytes = 32;

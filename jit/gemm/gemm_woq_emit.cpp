@@ -52,9 +52,7 @@ void GemmGenerator::emit_woq_field(const Xmm& out, const Xmm& raw, int i) {
 // prefetch of every panel's stream.
 void GemmGenerator::emit_woq_row_loads(int units, int disp_b) {
   const int panels = units * panels_per_unit_;
-  if (key_.blocking.prefetch_distance > 0)
-    for (int pp = 0; pp < panels; ++pp)
-      emit_panel_prefetch(pp * panel_bytes_ + disp_b + key_.blocking.prefetch_distance);
+  for (int pp = 0; pp < panels; ++pp) emit_panel_prefetch(pp * panel_bytes_ + disp_b);
   for (int t = 0; t < per_row(units); ++t)
     vmovups(woq_raw(t),
             vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
