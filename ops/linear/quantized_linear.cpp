@@ -287,8 +287,9 @@ void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* 
     fn(&part);
   };
   const double ops = 2.0 * double(x.m) * double(weights_.n()) * double(weights_.k());
-  run_split(call, units, weights_.geometry.total_bytes / units, ops, call_rows_of(x, epilogue_),
-            plan.split, pool, run_part);
+  const CallUnits call_units{units, weights_.geometry.total_bytes / units,
+                             plan.code->key().blocking.nr};
+  run_split(call, call_units, ops, call_rows_of(x, epilogue_), plan.split, pool, run_part);
 }
 
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,

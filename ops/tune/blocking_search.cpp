@@ -68,7 +68,7 @@ bool Search::prepare(Candidate& c) {
     return false;
   }
   c.samples.assign(bench_.ms().size(), {});
-  for (std::size_t i = 0; i < bench_.ms().size(); ++i) bench_.call(c.code->kernel(), i);
+  for (std::size_t i = 0; i < bench_.ms().size(); ++i) bench_.call(*c.code, i);
   return true;
 }
 
@@ -76,7 +76,7 @@ bool Search::measure(Candidate& c, int samples) {
   for (int s = 0; s < samples; ++s) {
     if (expired()) return false;
     for (std::size_t i = 0; i < bench_.ms().size(); ++i)
-      c.samples[i].push_back(bench_.time_calls(c.code->kernel(), i, calls_per_sample_[i]));
+      c.samples[i].push_back(bench_.time_calls(*c.code, i, calls_per_sample_[i]));
   }
   ++timings_;
   if (on_step_) on_step_();
@@ -131,9 +131,8 @@ SearchResult Search::run() {
              " cannot be generated");
   calls_per_sample_.assign(ms, 1);
   for (std::size_t i = 0; i < ms; ++i) {
-    double single = bench_.time_calls(base.code->kernel(), i, 1);
-    for (int r = 0; r < 2; ++r)
-      single = std::min(single, bench_.time_calls(base.code->kernel(), i, 1));
+    double single = bench_.time_calls(*base.code, i, 1);
+    for (int r = 0; r < 2; ++r) single = std::min(single, bench_.time_calls(*base.code, i, 1));
     calls_per_sample_[i] = std::max(1, static_cast<int>(std::ceil(kMinSampleUs / single)));
   }
   base_us_.assign(ms, 1.0);

@@ -41,7 +41,7 @@ bool measure_pairs(KernelBench& bench, SteadyClock::time_point deadline, CallA&&
 
 }  // namespace
 
-SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
+SplitChoice choose_thread_split(const GemmGenerator& kernel, KernelBench& bench,
                                 SteadyClock::time_point deadline) {
   SplitChoice choice;
   auto by = [&](ThreadSplit split) {
@@ -61,12 +61,13 @@ SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
   return choice;
 }
 
-CrossoverChoice find_crossover(GemmKernelFn before, GemmKernelFn after, KernelBench& bench,
-                               SteadyClock::time_point deadline, std::int64_t default_threshold) {
+CrossoverChoice find_crossover(const GemmGenerator& before, const GemmGenerator& after,
+                               KernelBench& bench, SteadyClock::time_point deadline,
+                               std::int64_t default_threshold) {
   const std::span<const std::int64_t> ms = bench.ms();
   CrossoverChoice choice;
-  auto with = [&](GemmKernelFn fn) {
-    return [&, fn](std::size_t i, int calls) { return bench.time_calls(fn, i, calls); };
+  auto with = [&](const GemmGenerator& code) {
+    return [&](std::size_t i, int calls) { return bench.time_calls(code, i, calls); };
   };
   std::vector<double> noise;
   if (!measure_pairs(bench, deadline, with(before), with(after), choice.before_us, choice.after_us,

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "jit/gemm/gemm_args.h"
+#include "jit/gemm/gemm_generator.h"
 #include "ops/tune/blocking_search.h"
 #include "ops/tune/kernel_bench.h"
 
@@ -32,7 +32,7 @@ struct SplitChoice {
   std::vector<double> units_us, rows_us;  // per M of the bench, medians
   double noise = 0;                       // the largest per-M noise (each M is judged by its own)
 };
-SplitChoice choose_thread_split(GemmKernelFn kernel, KernelBench& bench,
+SplitChoice choose_thread_split(const GemmGenerator& kernel, KernelBench& bench,
                                 SteadyClock::time_point deadline);
 
 struct CrossoverChoice {
@@ -43,7 +43,8 @@ struct CrossoverChoice {
 };
 // `before` serves the smaller M, `after` the larger; ties keep the default threshold's
 // choice. Measured at the bench's M values (kCrossoverRows, kAmxCrossoverRows).
-CrossoverChoice find_crossover(GemmKernelFn before, GemmKernelFn after, KernelBench& bench,
-                               SteadyClock::time_point deadline, std::int64_t default_threshold);
+CrossoverChoice find_crossover(const GemmGenerator& before, const GemmGenerator& after,
+                               KernelBench& bench, SteadyClock::time_point deadline,
+                               std::int64_t default_threshold);
 
 }  // namespace qforge

@@ -104,7 +104,7 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
   }
 }
 
-void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
+void KernelBench::call(const GemmGenerator& code, std::size_t i, ThreadSplit split) {
   Rows& rows = rows_[i];
   GemmCallArgs call;
   if (shape_.weight_only()) {
@@ -127,13 +127,16 @@ void KernelBench::call(GemmKernelFn fn, std::size_t i, ThreadSplit split) {
   const double ops = 2.0 * double(ms_[i]) * double(shape_.n) * double(shape_.k);
   const CallRows call_rows = shape_.weight_only() ? call_rows_of(rows.xf, shape_.epilogue)
                                                   : call_rows_of(rows.x, shape_.epilogue);
-  run_split(call, shape_.units(), weight_bytes_ / shape_.units(), ops, call_rows, split, pool_,
+  const CallUnits units{shape_.units(), weight_bytes_ / shape_.units(), code.key().blocking.nr};
+  const GemmKernelFn fn = code.kernel();
+  run_split(call, units, ops, call_rows, split, pool_,
             [fn](const GemmCallArgs& part) { fn(&part); });
 }
 
-double KernelBench::time_calls(GemmKernelFn fn, std::size_t i, int calls, ThreadSplit split) {
+double KernelBench::time_calls(const GemmGenerator& code, std::size_t i, int calls,
+                               ThreadSplit split) {
   const auto start = std::chrono::steady_clock::now();
-  for (int c = 0; c < calls; ++c) call(fn, i, split);
+  for (int c = 0; c < calls; ++c) call(code, i, split);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return seconds * 1e6 / calls;

@@ -18,6 +18,7 @@
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/gemm/gemm_args.h"
+#include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/gemm_key.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/quant/activation.h"
@@ -43,10 +44,11 @@ class KernelBench {
   std::int64_t weight_bytes() const { return weight_bytes_; }  // one copy
   int copies() const { return copies_; }
 
-  // One call for ms()[i] rows on the next weight copy.
-  void call(GemmKernelFn fn, std::size_t i, ThreadSplit split = ThreadSplit::units);
+  // One call of `code`'s kernel for ms()[i] rows on the next weight copy, split as
+  // QuantizedLinear splits it for that kernel.
+  void call(const GemmGenerator& code, std::size_t i, ThreadSplit split = ThreadSplit::units);
   // Microseconds per call: `calls` back-to-back calls, timed together.
-  double time_calls(GemmKernelFn fn, std::size_t i, int calls,
+  double time_calls(const GemmGenerator& code, std::size_t i, int calls,
                     ThreadSplit split = ThreadSplit::units);
 
  private:

@@ -94,7 +94,7 @@ void tune_thread_split(const Task& task, const Blocking& kept, ThreadPool& pool,
   key.blocking = kept;
   KernelBench bench(task.shape, task.ms, pool, KernelBench::Weights::cold);
   const GemmGenerator code(key);
-  const SplitChoice choice = choose_thread_split(code.kernel(), bench, deadline);
+  const SplitChoice choice = choose_thread_split(code, bench, deadline);
   if (!choice.finished) {
     report.notes.push_back(kernel_name(key) + ": the budget ran out before the thread split");
     return;
@@ -120,7 +120,7 @@ void tune_crossover(const Task& task, const Blocking& kept, ThreadPool& pool,
   KernelBench bench(task.shape, kCrossoverRows, pool);
   const GemmGenerator gemv_code(gemv), gemm_code(gemm);
   const CrossoverChoice choice =
-      find_crossover(gemv_code.kernel(), gemm_code.kernel(), bench, deadline, kDefaultGemmMinRows);
+      find_crossover(gemv_code, gemm_code, bench, deadline, kDefaultGemmMinRows);
   if (!choice.finished) {
     report.notes.push_back(kernel_name(gemv) + ": the budget ran out before the GEMV/GEMM point");
     return;
@@ -154,7 +154,7 @@ void tune_amx_threshold(const Task& task, ThreadPool& pool, SteadyClock::time_po
   const GemmGenerator zmm_code(zmm);
   const AmxGenerator amx_code(task.shape);
   const CrossoverChoice choice =
-      find_crossover(zmm_code.kernel(), amx_code.kernel(), bench, deadline, kDefaultAmxMinRows);
+      find_crossover(zmm_code, amx_code, bench, deadline, kDefaultAmxMinRows);
   if (!choice.finished) {
     report.notes.push_back(kernel_name(task.shape) + ": the budget ran out before the AMX point");
     return;

@@ -64,39 +64,60 @@ TEST(QuantizedLinear, MatchesReferenceForEveryThreadCount) {
 }
 
 // Every unit of a split call is dealt exactly once; a GEMV's chunks stream at least
-// kMinChunkBytes (but the last), a GEMM's go down to single units.
+// kMinChunkBytes (but the last) in whole unit blocks where they hold one, a GEMM's go down
+// to single units.
 TEST(RunSplit, DealsEveryUnitOnceInChunksOfTheMinimumSize) {
   EXPECT_EQ(min_chunk_units(1, 16896), 4);  // int4-g128 K = 2048: 16.5 KiB a unit
   EXPECT_EQ(min_chunk_units(4, 1 << 20), 1);
   EXPECT_EQ(min_chunk_units(kStreamingRows + 1, 16896), 1);
   for (int threads : {2, 3})
     for (std::int64_t m : {1, 4, 64})
-      for (std::int64_t units : {1, 5, 128, 1001}) {
-        const std::int64_t unit_bytes = 8704;
-        GemmCallArgs call;
-        call.m = m;
-        ThreadPool pool(threads);
-        std::mutex lock;
-        std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
-        run_split(call, units, unit_bytes, 1e12, CallRows{}, ThreadSplit::units, pool,
-                  [&](const GemmCallArgs& part) {
-                    std::lock_guard<std::mutex> hold(lock);
-                    chunks.emplace_back(part.unit_begin, part.unit_end);
-                  });
-        std::sort(chunks.begin(), chunks.end());
-        std::int64_t next = 0;
-        const std::int64_t least = min_chunk_units(m, unit_bytes);
-        for (const auto& [begin, end] : chunks) {
-          EXPECT_EQ(begin, next) << "M " << m << " units " << units;
-          EXPECT_TRUE(end - begin >= least || end == units)
-              << "M " << m << " units " << units << " chunk " << begin << ".." << end;
-          next = end;
+      for (std::int64_t units : {1, 5, 128, 1001})
+        for (std::int64_t block : {1, 3, 7}) {
+          const CallUnits call_units{units, 8704, block};
+          GemmCallArgs call;
+          call.m = m;
+          ThreadPool pool(threads);
+          std::mutex lock;
+          std::vector<std::pair<std::int64_t, std::int64_t>> chunks;
+          run_split(call, call_units, 1e12, CallRows{}, ThreadSplit::units, pool,
+                    [&](const GemmCallArgs& part) {
+                      std::lock_guard<std::mutex> hold(lock);
+                      chunks.emplace_back(part.unit_begin, part.unit_end);
+                    });
+          std::sort(chunks.begin(), chunks.end());
+          std::int64_t next = 0;
+          const std::int64_t least = min_chunk_units(m, call_units.bytes_each);
+          const std::string what = "M " + std::to_string(m) + " units " + std::to_string(units) +
+                                   " block " + std::to_string(block);
+          for (const auto& [begin, end] : chunks) {
+            EXPECT_EQ(begin, next) << what;
+            EXPECT_TRUE(end - begin >= least || end == units)
+                << what << " chunk " << begin << ".." << end;
+            if (m <= kStreamingRows && end != units && end - begin >= block) {
+              EXPECT_EQ((end - begin) % block, 0) << what << " chunk " << begin << ".." << end;
+            }
+            next = end;
+          }
+          EXPECT_EQ(next, units) << what << " threads " << threads;
+          if (m > kStreamingRows && units == 1001) {
+            EXPECT_GT(chunks.size(), 20u);
+          }
         }
-        EXPECT_EQ(next, units) << "M " << m << " threads " << threads;
-        if (m > kStreamingRows && units == 1001) {
-          EXPECT_GT(chunks.size(), 20u);
-        }
-      }
+}
+
+// The chunks of a 2048-column int4-g128 GEMV (128 units of 16.5 KiB, 1 x 7 tiles) on two
+// threads, in the order they are dealt: whole blocks while a chunk holds one.
+TEST(RunSplit, GemvChunksAreWholeUnitBlocks) {
+  const CallUnits units{128, 16896, 7};
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t left = units.count; left > 0;) {
+    sizes.push_back(next_chunk_units(units, 1, 2, left));
+    left -= sizes.back();
+  }
+  EXPECT_EQ(sizes, (std::vector<std::int64_t>{63, 28, 14, 7, 7, 4, 4, 1}));
+  // A GEMM's chunks are not cut: 1 / (2 T) of what is left.
+  EXPECT_EQ(next_chunk_units(units, 64, 2, 128), 32);
 }
 
 TEST(QuantizedLinear, HonoursTheIsaCap) {
