@@ -1,5 +1,7 @@
 #include "jit/gemm/register_budget.h"
 
+#include <algorithm>
+
 #include "jit/gemm/amx_tile_plan.h"
 #include "jit/gemm/blocking_space.h"
 
@@ -57,14 +59,20 @@ bool fits(const GemmKey& key, const Blocking& b) {
 }
 
 Blocking default_blocking(const GemmKey& key) {
+  return default_blocking(key, decode_streaming_for(cpu_info(), key));
+}
+
+Blocking default_blocking(const GemmKey& key, const DecodeStreaming& streaming) {
   if (key.isa == Isa::amx) return amx_blocking(key);  // tiles, not a register plan
+  const bool decode = key.bucket != MBucket::large;
   const int max_rows = max_tile_rows(key.bucket);
-  const int max_units = key.bucket == MBucket::large ? 4 : 8;
+  int max_units = decode ? 8 : 4;
+  if (decode && streaming.max_units > 0) max_units = std::min(max_units, streaming.max_units);
   Blocking best;
   double best_score = -1;
   for (int mr = 1; mr <= max_rows; ++mr)
     for (int nr = 1; nr <= max_units; ++nr) {
-      Blocking b{mr, nr, 4, key.bucket == MBucket::large ? 0 : 1024};
+      Blocking b{mr, nr, 4, decode ? streaming.prefetch_distance : 0};
       if (!fits(key, b)) continue;
       // A decode tile streams nr x P panels from memory at once (P = 2 for a SwiGLU
       // gate/up pair); past kMaxDecodeStreams the weight-only SwiGLU GEMV (1 x 7: 14

@@ -25,6 +25,7 @@
 //   pass 1      gate cols 8-15, up cols 8-15  -> output columns 8-15
 #pragma once
 
+#include "jit/gemm/decode_streaming.h"
 #include "jit/gemm/gemm_key.h"
 
 namespace qforge {
@@ -60,7 +61,9 @@ bool fits(const GemmKey& key, const Blocking& blocking);
 inline constexpr int kMaxDecodeStreams = 8;
 
 // The analytic default blocking for a key (its own blocking field is ignored); for AMX
-// keys the fixed tile blocking (amx_tile_plan.h).
+// keys the fixed tile blocking (amx_tile_plan.h). Decode tiles follow `streaming`, by
+// default this CPU's rule (decode_streaming.h).
+Blocking default_blocking(const GemmKey& key, const DecodeStreaming& streaming);
 Blocking default_blocking(const GemmKey& key);
 
 }  // namespace qforge

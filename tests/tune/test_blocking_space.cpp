@@ -106,6 +106,52 @@ TEST(BlockingSpace, SwigluDefaultsCountBothPanelsOfAUnit) {
   EXPECT_EQ(default_blocking(single).nr, 3);
 }
 
+// Zen 4 (family 19h with AVX-512) reads an integer zmm GEMV as one stream per tile with no
+// software prefetch; every other CPU, key kind and M keeps the general rule.
+TEST(DecodeStreaming, Zen4GemvsReadOneUnitPerTileWithoutPrefetch) {
+  CpuInfo zen4;
+  zen4.vendor = "AuthenticAMD";
+  zen4.family = 25;
+  zen4.model = 17;
+  zen4.isa.avx512f = zen4.isa.avx512_vnni = true;
+  CpuInfo zen3 = zen4, zen5 = zen4, intel = zen4;
+  zen3.isa.avx512f = false;
+  zen5.family = 26;
+  intel.vendor = "GenuineIntel";
+  intel.family = 6;
+
+  GemmKey gemv;
+  gemv.isa = Isa::avx512_vnni;
+  gemv.n = 2048;
+  gemv.k = gemv.k_padded = gemv.group = 2048;
+  gemv.bucket = MBucket::one;
+  EXPECT_EQ(decode_streaming_for(zen4, gemv), kZen4DecodeStreaming);
+  for (const CpuInfo& other : {zen3, zen5, intel})
+    EXPECT_EQ(decode_streaming_for(other, gemv), kGeneralDecodeStreaming) << other.family;
+  GemmKey woq = gemv, avx2 = gemv, small = gemv, large = gemv;
+  woq.activation = ActivationKind::f32;
+  avx2.isa = Isa::avx2;
+  small.bucket = MBucket::small;
+  large.bucket = MBucket::large;
+  for (const GemmKey& key : {woq, avx2, small, large})
+    EXPECT_EQ(decode_streaming_for(zen4, key), kGeneralDecodeStreaming) << kernel_name(key);
+
+  const Blocking general = default_blocking(gemv, kGeneralDecodeStreaming);
+  EXPECT_EQ(general.nr, 8);
+  EXPECT_EQ(general.prefetch_distance, 1024);
+  GemmKey pair = gemv;
+  pair.epilogue.swiglu = true;
+  for (const GemmKey& key : {gemv, pair}) {
+    const Blocking one = default_blocking(key, kZen4DecodeStreaming);
+    EXPECT_EQ(one.mr, 1);
+    EXPECT_EQ(one.nr, 1) << kernel_name(key);
+    EXPECT_EQ(one.prefetch_distance, 0);
+    EXPECT_TRUE(fits(key, one));
+  }
+  // The host's own default is its rule's.
+  EXPECT_EQ(default_blocking(gemv), default_blocking(gemv, decode_streaming_for(cpu_info(), gemv)));
+}
+
 CpuInfo sample_cpu() {
   CpuInfo cpu;
   cpu.vendor = "AuthenticAMD";

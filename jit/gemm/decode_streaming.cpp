@@ -1,0 +1,18 @@
+#include "jit/gemm/decode_streaming.h"
+
+namespace qforge {
+
+namespace {
+// Family 19h covers Zen 3 and Zen 4; only Zen 4 implements AVX-512.
+bool is_zen4(const CpuInfo& cpu) {
+  return cpu.vendor == "AuthenticAMD" && cpu.family == 0x19 && cpu.isa.avx512f;
+}
+}  // namespace
+
+DecodeStreaming decode_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
+  const bool integer_gemv =
+      key.bucket == MBucket::one && !key.weight_only() && key.isa == Isa::avx512_vnni;
+  return integer_gemv && is_zen4(cpu) ? kZen4DecodeStreaming : kGeneralDecodeStreaming;
+}
+
+}  // namespace qforge
