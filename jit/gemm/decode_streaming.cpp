@@ -10,9 +10,10 @@ bool is_zen4(const CpuInfo& cpu) {
 }  // namespace
 
 DecodeStreaming decode_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
-  const bool integer_gemv =
-      key.bucket == MBucket::one && !key.weight_only() && key.isa == Isa::avx512_vnni;
-  return integer_gemv && is_zen4(cpu) ? kZen4DecodeStreaming : kGeneralDecodeStreaming;
+  if (key.bucket == MBucket::large || key.isa != Isa::avx512_vnni || !is_zen4(cpu))
+    return kGeneralDecodeStreaming;
+  const bool integer_gemv = key.bucket == MBucket::one && !key.weight_only();
+  return integer_gemv ? kZen4GemvStreaming : kZen4DecodeStreaming;
 }
 
 }  // namespace qforge

@@ -106,9 +106,10 @@ TEST(BlockingSpace, SwigluDefaultsCountBothPanelsOfAUnit) {
   EXPECT_EQ(default_blocking(single).nr, 3);
 }
 
-// Zen 4 (family 19h with AVX-512) reads an integer zmm GEMV as one stream per tile with no
-// software prefetch; every other CPU, key kind and M keeps the general rule.
-TEST(DecodeStreaming, Zen4GemvsReadOneUnitPerTileWithoutPrefetch) {
+// Zen 4 (family 19h with AVX-512) reads zmm decode tiles without software prefetch and an
+// integer zmm GEMV as one stream per tile; every other CPU, AVX2 and M > 4 keep the general
+// rule.
+TEST(DecodeStreaming, Zen4DecodeTilesReadWithoutPrefetchAndGemvsOneUnit) {
   CpuInfo zen4;
   zen4.vendor = "AuthenticAMD";
   zen4.family = 25;
@@ -125,7 +126,7 @@ TEST(DecodeStreaming, Zen4GemvsReadOneUnitPerTileWithoutPrefetch) {
   gemv.n = 2048;
   gemv.k = gemv.k_padded = gemv.group = 2048;
   gemv.bucket = MBucket::one;
-  EXPECT_EQ(decode_streaming_for(zen4, gemv), kZen4DecodeStreaming);
+  EXPECT_EQ(decode_streaming_for(zen4, gemv), kZen4GemvStreaming);
   for (const CpuInfo& other : {zen3, zen5, intel})
     EXPECT_EQ(decode_streaming_for(other, gemv), kGeneralDecodeStreaming) << other.family;
   GemmKey woq = gemv, avx2 = gemv, small = gemv, large = gemv;
@@ -133,8 +134,13 @@ TEST(DecodeStreaming, Zen4GemvsReadOneUnitPerTileWithoutPrefetch) {
   avx2.isa = Isa::avx2;
   small.bucket = MBucket::small;
   large.bucket = MBucket::large;
-  for (const GemmKey& key : {woq, avx2, small, large})
+  for (const GemmKey& key : {woq, small})
+    EXPECT_EQ(decode_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
+  for (const GemmKey& key : {avx2, large})
     EXPECT_EQ(decode_streaming_for(zen4, key), kGeneralDecodeStreaming) << kernel_name(key);
+  const Blocking woq_tile = default_blocking(woq, kZen4DecodeStreaming);
+  EXPECT_EQ(woq_tile.nr, default_blocking(woq, kGeneralDecodeStreaming).nr);
+  EXPECT_EQ(woq_tile.prefetch_distance, 0);
 
   const Blocking general = default_blocking(gemv, kGeneralDecodeStreaming);
   EXPECT_EQ(general.nr, 8);
@@ -142,7 +148,7 @@ TEST(DecodeStreaming, Zen4GemvsReadOneUnitPerTileWithoutPrefetch) {
   GemmKey pair = gemv;
   pair.epilogue.swiglu = true;
   for (const GemmKey& key : {gemv, pair}) {
-    const Blocking one = default_blocking(key, kZen4DecodeStreaming);
+    const Blocking one = default_blocking(key, kZen4GemvStreaming);
     EXPECT_EQ(one.mr, 1);
     EXPECT_EQ(one.nr, 1) << kernel_name(key);
     EXPECT_EQ(one.prefetch_distance, 0);
