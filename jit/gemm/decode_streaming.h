@@ -13,7 +13,7 @@
 // turns (docs/PERFORMANCE.md, "Zen 4: decode tiles without software prefetch"): 1 x 1
 // without prefetch read int8 2048 x 2048 1.17-1.42x, int8 5632 x 2048 1.21x and int4-g128
 // 1.17x as fast as the general 1 x 8 / 1 x 7 tiles at 1024 bytes, most of it the prefetch
-// (1 x 8 without it: 1.13-1.22x); at M = 4 the int8 4 x 6 tile without prefetch 1.34x, the
+// (the wide tiles without it: 1.09-1.22x); at M = 4 the int8 4 x 6 tile without prefetch 1.34x, the
 // weight-only int8 GEMV 1.15x, the weight-only bf16 int4 GEMV (compute-bound) the same.
 // On family 26 (Zen 5) and Sapphire Rapids guests the tuner kept the general default.
 // AVX2 tiles keep the general rule everywhere (not measured on Zen 4), as do weight-only
