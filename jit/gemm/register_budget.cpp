@@ -1,7 +1,5 @@
 #include "jit/gemm/register_budget.h"
 
-#include <algorithm>
-
 #include "jit/gemm/amx_tile_plan.h"
 #include "jit/gemm/blocking_space.h"
 
@@ -59,25 +57,22 @@ bool fits(const GemmKey& key, const Blocking& b) {
 }
 
 Blocking default_blocking(const GemmKey& key) {
-  return default_blocking(key, decode_streaming_for(cpu_info(), key));
+  return default_blocking(key, tile_streaming_for(cpu_info(), key));
 }
 
-Blocking default_blocking(const GemmKey& key, const DecodeStreaming& streaming) {
+Blocking default_blocking(const GemmKey& key, const TileStreaming& streaming) {
   if (key.isa == Isa::amx) return amx_blocking(key);  // tiles, not a register plan
-  const bool decode = key.bucket != MBucket::large;
   const int max_rows = max_tile_rows(key.bucket);
-  int max_units = decode ? 8 : 4;
-  if (decode && streaming.max_units > 0) max_units = std::min(max_units, streaming.max_units);
   Blocking best;
   double best_score = -1;
   for (int mr = 1; mr <= max_rows; ++mr)
-    for (int nr = 1; nr <= max_units; ++nr) {
-      Blocking b{mr, nr, 4, decode ? streaming.prefetch_distance : 0};
+    for (int nr = 1; nr <= streaming.max_units; ++nr) {
+      Blocking b{mr, nr, 4, streaming.prefetch_distance};
       if (!fits(key, b)) continue;
-      // A decode tile streams nr x P panels from memory at once (P = 2 for a SwiGLU
-      // gate/up pair); past kMaxDecodeStreams the weight-only SwiGLU GEMV (1 x 7: 14
-      // streams) read 4-10% slower than at 1 x 3 or 1 x 4 on an AMD family 26 guest.
-      if (key.bucket != MBucket::large && nr * key.panels_per_unit() > kMaxDecodeStreams) continue;
+      // A tile streams nr x P panels from memory at once (P = 2 for a SwiGLU gate/up
+      // pair); past kMaxDecodeStreams the weight-only SwiGLU GEMV (1 x 7: 14 streams) read
+      // 4-10% slower than at 1 x 3 or 1 x 4 on an AMD family 26 guest.
+      if (nr * key.panels_per_unit() > streaming.max_panels) continue;
       const RegisterPlan plan = plan_registers(key, b);
       double score = 0;
       if (key.bucket == MBucket::large && !key.weight_only()) {

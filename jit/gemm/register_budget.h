@@ -25,8 +25,8 @@
 //   pass 1      gate cols 8-15, up cols 8-15  -> output columns 8-15
 #pragma once
 
-#include "jit/gemm/decode_streaming.h"
 #include "jit/gemm/gemm_key.h"
+#include "jit/gemm/tile_streaming.h"
 
 namespace qforge {
 
@@ -56,14 +56,10 @@ int slice_vectors(const GemmKey& key);
 RegisterPlan plan_registers(const GemmKey& key, const Blocking& blocking);
 bool fits(const GemmKey& key, const Blocking& blocking);
 
-// The most panel streams a decode tile (M buckets one and small) of the default
-// blocking reads at once.
-inline constexpr int kMaxDecodeStreams = 8;
-
 // The analytic default blocking for a key (its own blocking field is ignored); for AMX
-// keys the fixed tile blocking (amx_tile_plan.h). Decode tiles follow `streaming`, by
-// default this CPU's rule (decode_streaming.h).
-Blocking default_blocking(const GemmKey& key, const DecodeStreaming& streaming);
+// keys the fixed tile blocking (amx_tile_plan.h). Tiles stream as `streaming` says, by
+// default this CPU's rule for the key (tile_streaming.h).
+Blocking default_blocking(const GemmKey& key, const TileStreaming& streaming);
 Blocking default_blocking(const GemmKey& key);
 
 }  // namespace qforge

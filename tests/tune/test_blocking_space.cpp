@@ -107,9 +107,10 @@ TEST(BlockingSpace, SwigluDefaultsCountBothPanelsOfAUnit) {
 }
 
 // Zen 4 (family 19h with AVX-512) reads zmm decode tiles without software prefetch and an
-// integer zmm GEMV as one stream per tile; every other CPU, AVX2 and M > 4 keep the general
-// rule.
-TEST(DecodeStreaming, Zen4DecodeTilesReadWithoutPrefetchAndGemvsOneUnit) {
+// integer zmm GEMV as one stream per tile, and gives an int4 / int5 GEMM tile at most two
+// panels (taller tiles) with prefetch; every other CPU, AVX2, int8 and weight-only GEMMs
+// keep the general rule.
+TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall) {
   CpuInfo zen4;
   zen4.vendor = "AuthenticAMD";
   zen4.family = 25;
@@ -126,18 +127,31 @@ TEST(DecodeStreaming, Zen4DecodeTilesReadWithoutPrefetchAndGemvsOneUnit) {
   gemv.n = 2048;
   gemv.k = gemv.k_padded = gemv.group = 2048;
   gemv.bucket = MBucket::one;
-  EXPECT_EQ(decode_streaming_for(zen4, gemv), kZen4GemvStreaming);
-  for (const CpuInfo& other : {zen3, zen5, intel})
-    EXPECT_EQ(decode_streaming_for(other, gemv), kGeneralDecodeStreaming) << other.family;
-  GemmKey woq = gemv, avx2 = gemv, small = gemv, large = gemv;
+  GemmKey int4_gemm = gemv;
+  int4_gemm.bucket = MBucket::large;
+  int4_gemm.bits = 4;
+  int4_gemm.group = 32;
+  EXPECT_EQ(tile_streaming_for(zen4, gemv), kZen4GemvStreaming);
+  EXPECT_EQ(tile_streaming_for(zen4, int4_gemm), kZen4SubByteGemmStreaming);
+  for (const CpuInfo& other : {zen3, zen5, intel}) {
+    EXPECT_EQ(tile_streaming_for(other, gemv), kGeneralDecodeStreaming) << other.family;
+    EXPECT_EQ(tile_streaming_for(other, int4_gemm), kGeneralGemmStreaming) << other.family;
+  }
+  GemmKey woq = gemv, avx2 = gemv, small = gemv, int8_gemm = gemv, int5_gemm = int4_gemm;
   woq.activation = ActivationKind::f32;
   avx2.isa = Isa::avx2;
   small.bucket = MBucket::small;
-  large.bucket = MBucket::large;
+  int8_gemm.bucket = MBucket::large;
+  int5_gemm.bits = 5;
+  GemmKey woq_gemm = int4_gemm, avx2_gemm = int4_gemm;
+  woq_gemm.activation = ActivationKind::bf16;
+  avx2_gemm.isa = Isa::avx2;
   for (const GemmKey& key : {woq, small})
-    EXPECT_EQ(decode_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
-  for (const GemmKey& key : {avx2, large})
-    EXPECT_EQ(decode_streaming_for(zen4, key), kGeneralDecodeStreaming) << kernel_name(key);
+    EXPECT_EQ(tile_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
+  EXPECT_EQ(tile_streaming_for(zen4, avx2), kGeneralDecodeStreaming);
+  EXPECT_EQ(tile_streaming_for(zen4, int5_gemm), kZen4SubByteGemmStreaming);
+  for (const GemmKey& key : {int8_gemm, woq_gemm, avx2_gemm})
+    EXPECT_EQ(tile_streaming_for(zen4, key), kGeneralGemmStreaming) << kernel_name(key);
   const Blocking woq_tile = default_blocking(woq, kZen4DecodeStreaming);
   EXPECT_EQ(woq_tile.nr, default_blocking(woq, kGeneralDecodeStreaming).nr);
   EXPECT_EQ(woq_tile.prefetch_distance, 0);
@@ -154,8 +168,25 @@ TEST(DecodeStreaming, Zen4DecodeTilesReadWithoutPrefetchAndGemvsOneUnit) {
     EXPECT_EQ(one.prefetch_distance, 0);
     EXPECT_TRUE(fits(key, one));
   }
+
+  // The int4 g32 GEMM: 4 x 3 in general (its 12 float sums in registers), 6 x 2 on Zen 4;
+  // a SwiGLU pair 6 x 1 (two panels), every float sum still in registers.
+  const Blocking wide = default_blocking(int4_gemm, kGeneralGemmStreaming);
+  EXPECT_EQ(wide.mr, 4);
+  EXPECT_EQ(wide.nr, 3);
+  EXPECT_EQ(wide.prefetch_distance, 0);
+  GemmKey int4_pair = int4_gemm;
+  int4_pair.epilogue.swiglu = true;
+  for (const GemmKey& key : {int4_gemm, int4_pair}) {
+    const Blocking tall = default_blocking(key, kZen4SubByteGemmStreaming);
+    EXPECT_EQ(tall.mr, 6) << kernel_name(key);
+    EXPECT_EQ(tall.nr * key.panels_per_unit(), 2) << kernel_name(key);
+    EXPECT_EQ(tall.prefetch_distance, 1024);
+    EXPECT_FALSE(plan_registers(key, tall).float_sums_in_memory) << kernel_name(key);
+  }
   // The host's own default is its rule's.
-  EXPECT_EQ(default_blocking(gemv), default_blocking(gemv, decode_streaming_for(cpu_info(), gemv)));
+  for (const GemmKey& key : {gemv, int4_gemm})
+    EXPECT_EQ(default_blocking(key), default_blocking(key, tile_streaming_for(cpu_info(), key)));
 }
 
 CpuInfo sample_cpu() {

@@ -1,0 +1,21 @@
+#include "jit/gemm/tile_streaming.h"
+
+namespace qforge {
+
+namespace {
+// Family 19h covers Zen 3 and Zen 4; only Zen 4 implements AVX-512.
+bool is_zen4(const CpuInfo& cpu) {
+  return cpu.vendor == "AuthenticAMD" && cpu.family == 0x19 && cpu.isa.avx512f;
+}
+}  // namespace
+
+TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
+  const bool gemm = key.bucket == MBucket::large;
+  const TileStreaming general = gemm ? kGeneralGemmStreaming : kGeneralDecodeStreaming;
+  if (key.isa != Isa::avx512_vnni || !is_zen4(cpu)) return general;
+  if (gemm) return key.bits < 8 && !key.weight_only() ? kZen4SubByteGemmStreaming : general;
+  const bool integer_gemv = key.bucket == MBucket::one && !key.weight_only();
+  return integer_gemv ? kZen4GemvStreaming : kZen4DecodeStreaming;
+}
+
+}  // namespace qforge

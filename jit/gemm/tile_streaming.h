@@ -1,0 +1,64 @@
+// How the analytic default blocking streams a tile's panels on the CPU at hand (zmm
+// kernels). A tile reads NR x P panels side by side (P = 2 for a SwiGLU gate/up pair),
+// each with prefetcht0 some bytes ahead; the rule bounds both and sets the distance:
+//
+//   tile MR x NR, panels p .. p + NR x P - 1 of one call's chunk
+//                     units  panels  prefetch
+//     decode (M <= 4)
+//       general         8       8      1024
+//       Zen 4           8       8         0     an integer GEMV (M = 1): 1 unit, so a
+//                                               thread's chunk of adjacent panels is read
+//                                               front to back
+//     GEMM (M >= 5)
+//       general         4       8         0
+//       Zen 4, int4/5   4       2      1024     taller tiles: fewer nibble unpacks per dot
+//
+// Zen 4 (AMD family 19h with AVX-512; the other family 19h parts have none) was measured on
+// a 2-vCPU guest (family 25 model 17), cold weight copies, 2 threads, the blockings in
+// turns (docs/PERFORMANCE.md, "Zen 4: decode tiles without software prefetch" and "Zen 4:
+// taller int4 GEMM tiles").
+//   decode: 1 x 1 without prefetch read int8 2048 x 2048 1.17-1.42x, int8 5632 x 2048 1.21x
+//   and int4-g128 1.17x as fast as the general 1 x 8 / 1 x 7 tiles at 1024 bytes, most of
+//   it the prefetch (the wide tiles without it: 1.09-1.22x); at M = 4 the int8 4 x 6 tile
+//   without prefetch 1.34x, the weight-only int8 GEMV 1.15x, the weight-only bf16 int4 GEMV
+//   (compute-bound) the same.
+//   GEMM, M = 128: an int4 g32 panel costs 3 unpack ops (and, shift, and) per K step on the
+//   pipes the dots use, so rows sharing it pay: 6 x 2 (and 6 x 1 for a SwiGLU pair) with
+//   prefetch 1024 ran 1.04-1.07x the 4 x 3 / 5 x 2 defaults (int5 g32 1.07x); int8 and
+//   int4-g128 tiles the same within 2%, so they keep the general rule.
+// On family 26 (Zen 5) and Sapphire Rapids guests the tuner kept the general default.
+// AVX2 tiles keep the general rule everywhere (not measured on Zen 4), as do weight-only
+// tiles' unit counts (their FMA chains want several units per tile).
+#pragma once
+
+#include "jit/cpu/cpu_info.h"
+#include "jit/gemm/gemm_key.h"
+
+namespace qforge {
+
+// The most panel streams a decode tile (M buckets one and small) reads at once.
+inline constexpr int kMaxDecodeStreams = 8;
+
+struct TileStreaming {
+  int max_units = 8;                   // 16-column units per tile
+  int max_panels = kMaxDecodeStreams;  // panels per tile: units x P
+  int prefetch_distance = 1024;        // bytes ahead in each panel stream (0: none)
+
+  bool operator==(const TileStreaming& o) const {
+    return max_units == o.max_units && max_panels == o.max_panels &&
+           prefetch_distance == o.prefetch_distance;
+  }
+};
+
+inline constexpr TileStreaming kGeneralDecodeStreaming{};
+inline constexpr TileStreaming kGeneralGemmStreaming{4, 8, 0};
+inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // integer, M = 1
+inline constexpr TileStreaming kZen4DecodeStreaming{8, kMaxDecodeStreams, 0};  // other decode
+inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 / int5, M >= 5
+
+// The rule for `cpu` running `key`'s tile: the general one for its bucket unless the key
+// is an avx512-vnni key on a Zen 4 part (then its decode tile, or an integer sub-byte
+// GEMM tile, takes the Zen 4 rule).
+TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key);
+
+}  // namespace qforge
