@@ -91,6 +91,10 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * a_element_bytes_, kCacheLine));
   n_padded_ = key.units() * 16 * panels_per_unit_;
   max_per_row_ = per_row(key.blocking.nr);
+  split_chain_ = key.isa == Isa::avx512_vnni && !woq_ && key.bits != 8 && key.blocking.mr == 1 &&
+                 max_per_row_ == 1;
+  QF_REQUIRE(!split_chain_ || plan_.total() < isa_.registers / 2,
+             "gemm generator: acc_high() overlaps the register plan of ", kernel_name(key));
 }
 
 // ---- register roles ---------------------------------------------------------------
@@ -279,9 +283,11 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
   }
   for (int r = 0; r < rows; ++r)
     for (int t = 0; t < t_count; ++t) zero(acc(r, t));
+  if (split_chain_) zero(acc_high());
   // The bf16 lookup table, per group: the group correction's temps may have used it.
   if (bf16_) vmovups(woq_table(), constant(kConstBf16Nibbles));
   emit_group_k(rows, units);
+  if (split_chain_) vpaddd(acc(0, 0), acc(0, 0), acc_high());  // the tile's one vector
   mark(tile + "group dequant");
   emit_group_correction(rows, units);
   if (groups_ > 1) {
@@ -453,7 +459,8 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b,
   for (int r = 0; r < rows; ++r)
     for (int quad = 0; quad < quads; ++quad) {
       vpbroadcastd(broadcast(), bcast_at(ak_, r * a_stride_ + disp_a + 4 * quad));
-      for (int t = 0; t < t_count; ++t) emit_dot(acc(r, t), broadcast(), t, quad == 1);
+      for (int t = 0; t < t_count; ++t)
+        emit_dot(split_chain_ && quad == 1 ? acc_high() : acc(r, t), broadcast(), t, quad == 1);
     }
 }
 

@@ -124,6 +124,9 @@ class GemmGenerator : public JitGenerator {
   // Register roles (see register_budget.h). t = packed panel * V + vector.
   Xmm vec(int index) const;
   Xmm acc(int row, int t) const;
+  // The high-nibble dot products of a one-chain tile (split_chain_), added into acc(0, 0)
+  // before each group correction: a register far above the tile's few roles.
+  Xmm acc_high() const { return vec(isa_.registers / 2); }
   Xmm fsum(int row, int t) const;  // float sums in registers
   Xbyak::Address fsum_spill(int row, int t) const;
   Xmm weight(int t, bool high) const;
@@ -161,6 +164,15 @@ class GemmGenerator : public JitGenerator {
   std::int64_t superblock_groups_ = 0, super_header_bytes_ = 0;  // two-level scales
   std::int64_t a_stride_, k_per_row_, n_padded_;
   int max_per_row_;
+  // A zmm VNNI tile of one accumulator (M = 1, one 16-column panel: Zen 4's GEMV tile) with
+  // sub-byte weights: its two dot products per packed row would be one dependency chain,
+  // 2 x the vpdpbusd latency per 64 bytes (8 cycles, 29 GB/s a core on Zen 4); the high
+  // nibbles' dot products go to acc_high() instead, two chains:
+  //
+  //   row j:  acc      += lo(w_j) . x[8j .. 8j+3]      (low nibbles, first quad)
+  //           acc_high += hi(w_j) . x[8j+4 .. 8j+7]    (high nibbles, second quad)
+  //   group end:  acc += acc_high   (exact: int32), then the group correction as before
+  bool split_chain_ = false;
   int tile_rows_ = 1;     // rows of the tile being emitted
   int tile_per_row_ = 1;  // vectors per row of the tile being emitted
   // Spilled float sums: row r, vector t at [spill_base_ + spill_displacement_ +

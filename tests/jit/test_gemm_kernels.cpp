@@ -3,6 +3,8 @@
 // Run under QFORGE_MAX_ISA=avx-vnni / avx2 to pin a path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 
 #include "jit/base/error.h"
@@ -248,6 +250,38 @@ TEST(GemmKernels, EveryBlockingThatFits) {
         }
     EXPECT_GE(checked, 4) << isa_name(isa);
   }
+}
+
+// A zmm tile of one accumulator (1 x 1, one panel) with sub-byte weights puts its
+// high-nibble dot products on a second accumulator (gemm_generator.h, split_chain_), added
+// back before each group correction: exact, so the kernels match the reference bit for bit
+// with every K unroll, group size, tail and epilogue, emulated where zmm is not native.
+TEST(GemmKernels, OneChainSubByteTilesSplitTheirDotProducts) {
+  const auto isas = kernel_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx512_vnni) == isas.end())
+    GTEST_SKIP() << "avx512-vnni runs neither natively nor through the emulator here";
+  int checked = 0;
+  for (const char* scheme : {"int4-g128", "int4-g32-asym", "int5-g32", "int4-asym"})
+    for (std::int64_t m : {1, 3})
+      for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{40, 200}, {16, 256}}) {
+        test::KernelCase c;
+        c.isa = Isa::avx512_vnni;
+        c.m = m;
+        c.n = n;
+        c.k = k;
+        c.scheme = parse_quant_scheme(scheme);
+        c.default_blocking = false;
+        c.blocking = Blocking{1, 1, 1 + checked % 4, (checked % 2) * 256};
+        const int one_panel_epilogues[] = {0, 1, 2, 4, 6};  // no SwiGLU pair: one panel
+        c.epilogue = test::epilogue_number(one_panel_epilogues[checked % 5]);
+        c.seed = 4111 + checked;
+        expect_kernel_matches(c);
+        c.epilogue = Epilogue{false, false, false, OutputKind::group_sums};
+        expect_kernel_matches(c);
+        ++checked;
+        if (HasFailure()) return;
+      }
+  EXPECT_EQ(checked, 16);
 }
 
 // The emulated paths really ran through the emulator (not silently skipped).
