@@ -51,7 +51,7 @@ struct TileStreaming {
 };
 
 inline constexpr TileStreaming kGeneralDecodeStreaming{};
-inline constexpr TileStreaming kGeneralGemmStreaming{4, 8, 0};
+inline constexpr TileStreaming kGeneralGemmStreaming{4, 4 * 2, 0};  // panels: no extra bound
 inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // integer, M = 1
 inline constexpr TileStreaming kZen4DecodeStreaming{8, kMaxDecodeStreams, 0};  // other decode
 inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 / int5, M >= 5
