@@ -8,7 +8,8 @@
 //   GOPS        2 M N K per second
 //   bw_ratio    GBps / this machine's streaming read bandwidth (same thread count)
 //   bw_ratio_paired  (M <= 4) the same over a plain read of the same bytes timed between
-//               qforge's calls (ops/tune/paired_read.h), for hosts whose bandwidth drifts
+//               qforge's calls, call by call (ops/tune/paired_read.h), for hosts whose
+//               bandwidth drifts; bw_ratio_paired_medians: the two series' medians instead
 //   peak_ratio  GOPS / this machine's int8 dot-product peak (same thread count)
 //   vs_onednn   oneDNN time / qforge time (median over the iterations)
 // For M <= 4 both rotate through enough weight copies to span 8x the reported L3 size, at
@@ -138,7 +139,11 @@ void BM_Linear(benchmark::State& state) {
   state.counters["GBps"] = gbps;
   state.counters["GOPS"] = gops;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
-  if (read_probe) state.counters["bw_ratio_paired"] = gbps / read_probe->gbps();
+  if (read_probe) {
+    state.counters["bw_ratio_paired"] =
+        read_probe->paired_ratio(double(packed_bytes), qforge_times);
+    state.counters["bw_ratio_paired_medians"] = gbps / read_probe->gbps();
+  }
   state.counters["peak_ratio"] = gops / dot_peak_gops(threads);
   const bool on_tiles = layers[0]->key_for(m).isa == Isa::amx;
   state.counters["isa_amx"] = on_tiles ? 1 : 0;

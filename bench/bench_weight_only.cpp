@@ -11,8 +11,8 @@
 //   GBps, bw_ratio        packed bytes read per second by the weight-only layer, and that
 //                         over this machine's streaming read bandwidth (same threads)
 //   bw_ratio_paired       (M <= 4) the same over a plain read of the same bytes timed
-//                         between the calls (ops/tune/paired_read.h), for hosts whose bandwidth
-//                         drifts
+//                         between the calls, call by call (ops/tune/paired_read.h), for
+//                         hosts whose bandwidth drifts
 //   GFLOPS, fma_ratio     2 M N K per second, and that over the f32 FMA peak
 //   bf16_ratio            the same over the vdpbf16ps peak, where it runs natively
 //   vs_w8a8               W8A8 time / weight-only time (above 1: weight-only is faster)
@@ -100,7 +100,8 @@ void BM_WeightOnly(benchmark::State& state) {
   state.counters["bf16_math"] = bf16 ? 1 : 0;
   state.counters["GBps"] = gbps;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
-  if (read_probe) state.counters["bw_ratio_paired"] = gbps / read_probe->gbps();
+  if (read_probe)
+    state.counters["bw_ratio_paired"] = read_probe->paired_ratio(double(bytes), woq_times);
   state.counters["GFLOPS"] = gflops;
   state.counters["fma_ratio"] = gflops / fma_peak_gflops(threads);
   if (const double bf16 = bf16_peak_gflops(threads); bf16 > 0)

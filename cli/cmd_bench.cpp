@@ -8,7 +8,8 @@
 // parent right before and right after each precision's child (the better of the two: a
 // shared host's bandwidth drifts over a run of several minutes). With --paired-read the
 // child also reads the bytes of a decode step plainly, with the same pool, after every
-// timed step (ops/tune/paired_read.h): bw_ratio_paired is decode against that read.
+// timed step (ops/tune/paired_read.h): bw_ratio_paired is decode against that read, step
+// by step (the median of the per-step ratios).
 //
 //   parent: per precision: read GB/s -> fork -> collect one JSON line -> read GB/s; print
 //   child:  load -> warm-up pass -> r x (prefill p, decode n [each step: probe]) ->
@@ -129,6 +130,7 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
   const std::vector<int> prompt = bench_prompt(std::max(1, o.n_prompt), c.vocab_size);
 
   std::vector<double> prefill, decode;
+  std::vector<double> probed_steps;  // the seconds of each step a probe followed
   // The paired read's buffer (as many bytes as a decode step reads) comes after the
   // warm-up pass; with it the peak RSS reported is the one taken before it (the executor
   // allocates nothing after its first pass), without it the one at the end.
@@ -142,8 +144,12 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
     for (int i = 0; i < o.n_gen; ++i) {
       start = std::chrono::steady_clock::now();
       next = argmax(executor.forward(std::span<const int>(&next, 1), o.n_prompt + i));
-      decode_seconds += seconds_since(start);
-      if (probe) probe->probe(i);
+      const double step_seconds = seconds_since(start);
+      decode_seconds += step_seconds;
+      if (probe) {
+        probe->probe(i);
+        probed_steps.push_back(step_seconds);
+      }
     }
     if (run < 0) {
       if (o.paired_read && o.n_gen > 0) {
@@ -178,7 +184,11 @@ nlohmann::json bench_one(const Options& o, const std::string& quant, int threads
       {"linear_parameters", model.weights.linear_parameters()},
       {"kv_cache_bytes", executor.cache().bytes()},
       {"peak_rss_bytes", probe ? peak_rss_before_probe : peak_rss_bytes()}};
-  if (probe) j["paired_read_gbps"] = probe->gbps();
+  if (probe) {
+    j["paired_read_gbps"] = probe->gbps();
+    j["bw_ratio_paired"] =
+        probe->paired_ratio(double(model.weights.decode_bytes_per_token()), probed_steps);
+  }
   const std::vector<GemmKey> keys = model.weights.warmup_keys();
   j["tuning"] = tuning_summary(tuning, keys);
   j["policy"] = policy_summary(model.weights);
@@ -315,10 +325,11 @@ void print_table(const std::vector<nlohmann::json>& rows) {
   for (const auto& r : rows)
     if (r.contains("bw_ratio_paired"))
       std::printf(
-          "%s decode: %.2f GB/s = %.3f of a plain read of the same bytes between its steps "
-          "(%.2f GB/s)\n",
+          "%s decode: %.2f GB/s; step by step %.3f of a plain read of the same bytes after "
+          "each step (medians: %.3f of %.2f GB/s)\n",
           r["quant"].get<std::string>().c_str(), r["decode_gbps"].get<double>(),
-          r["bw_ratio_paired"].get<double>(), r["paired_read_gbps"].get<double>());
+          r["bw_ratio_paired"].get<double>(), r["bw_ratio_paired_medians"].get<double>(),
+          r["paired_read_gbps"].get<double>());
   for (const auto& r : rows) {
     std::printf("%s prefill: %.1f GOPS = %.3f of the %s peak (%.1f GOPS)",
                 r["quant"].get<std::string>().c_str(), r["prefill_gops"].get<double>(),
@@ -376,8 +387,8 @@ void bench(Options o) {
     r["read_gbps"] = read_gbps;
     r["decode_gbps"] = gbps;
     r["bw_ratio"] = read_gbps > 0 ? gbps / read_gbps : 0.0;
-    if (r.contains("paired_read_gbps"))
-      r["bw_ratio_paired"] = gbps / r["paired_read_gbps"].get<double>();
+    if (r.contains("paired_read_gbps"))  // the two series' medians, beside the per-step ratio
+      r["bw_ratio_paired_medians"] = gbps / r["paired_read_gbps"].get<double>();
     // Whole-forward prefill throughput: 2 x linear parameters x tokens / time.
     const double prefill_gops =
         2.0 * r["linear_parameters"].get<double>() * r["prefill_tok_s"].get<double>() / 1e9;

@@ -5,13 +5,19 @@
 // same threads of the same pool, achieved between the calls:
 //
 //   call(copy 0) probe(copy 0) call(copy 1) probe(copy 1) ...
-//   bw_ratio_paired = median(probe seconds) / median(call seconds)
+//   bw_ratio_paired = median over turns t of  (call bytes / call_t) / (read bytes / probe_t)
+//
+// Each call is compared with the read right after it, not the medians of the two series with
+// each other: such a guest also flips between bandwidth states (33-36 and 55-80 GB/s on a
+// 2-core EPYC) for stretches of many turns. When a run holds both, each series' median lands
+// near the boundary between them, on one state's tail, and the two tails need not match; a
+// call and the read that follows it run within milliseconds of each other, in one state.
 //
 // The probe's buffers rotate like the caller's weight copies (same count, same size), so
 // both read memory, not cache (bench_gemm); a decode step reads every weight once, so one
 // copy of its bytes stays as cold as the weights are (qforge bench --paired-read). Each probe
 // splits its copy into one contiguous part per thread and reads it with one of the two patterns of
-// read_bandwidth_gbps in turn; the faster pattern's median is the reference.
+// read_bandwidth_gbps in turn; the faster pattern (the smaller median ratio) is the reference.
 //
 // Consecutive probes read copies two or more apart, never the next one up (rotation_turn):
 // a four-stream read primes the region after its copy (most likely the prefetchers
@@ -25,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "jit/base/aligned_buffer.h"
@@ -43,6 +50,32 @@ inline int rotation_step(int copies) {
 }
 inline int rotation_turn(std::int64_t turn, int copies) {
   return static_cast<int>(turn * rotation_step(copies) % copies);
+}
+
+// One timed read of a probe: its seconds and its pattern (the four-stream one or not).
+struct ReadTurn {
+  double seconds;
+  bool four;
+};
+
+// The median over turns of (call_bytes / call_seconds[t]) / (read_bytes / reads[t].seconds),
+// taken over the turns of each pattern apart; the smaller of the two medians (the faster
+// read is the reference). Turns past the shorter list, or with a time of 0, are skipped.
+inline double median_paired_ratio(double call_bytes, double read_bytes,
+                                  std::span<const double> call_seconds,
+                                  std::span<const ReadTurn> reads) {
+  std::vector<double> by_pattern[2];
+  for (std::size_t t = 0; t < std::min(reads.size(), call_seconds.size()); ++t)
+    if (call_seconds[t] > 0 && reads[t].seconds > 0)
+      by_pattern[reads[t].four].push_back(call_bytes / call_seconds[t] /
+                                          (read_bytes / reads[t].seconds));
+  double medians[2] = {0, 0};
+  for (int p = 0; p < 2; ++p) {
+    std::sort(by_pattern[p].begin(), by_pattern[p].end());
+    if (!by_pattern[p].empty()) medians[p] = by_pattern[p][by_pattern[p].size() / 2];
+  }
+  if (by_pattern[0].empty() || by_pattern[1].empty()) return std::max(medians[0], medians[1]);
+  return std::min(medians[0], medians[1]);
 }
 
 class PairedReadProbe {
@@ -66,11 +99,20 @@ class PairedReadProbe {
       const std::uint8_t* p = base + t * part_;
       sink_[t] += four ? read_four_streams(p, part_) : read_stream(p, part_);
     });
-    (four ? four_streams_ : one_stream_)
-        .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    (four ? four_streams_ : one_stream_).push_back(seconds);
+    turns_.push_back({seconds, four});
   }
 
-  // Seconds per read of all the bytes: the faster pattern's median.
+  // bw_ratio_paired of calls of `call_bytes` each, call_seconds[t] the call the t-th probe
+  // followed (in the order of the probes).
+  double paired_ratio(double call_bytes, std::span<const double> call_seconds) const {
+    return median_paired_ratio(call_bytes, double(stride_), call_seconds, turns_);
+  }
+
+  // Seconds per read of all the bytes: the faster pattern's median (over all turns, whatever
+  // state each ran in: the rate to print beside the call's, not the ratio's reference).
   double seconds() const {
     if (one_stream_.empty() || four_streams_.empty())
       return std::max(median(one_stream_), median(four_streams_));
@@ -92,6 +134,7 @@ class PairedReadProbe {
   AlignedBuffer<std::uint8_t> buffer_;
   std::vector<std::uint64_t> sink_;
   std::vector<double> one_stream_, four_streams_;
+  std::vector<ReadTurn> turns_;  // every probe in the order probed
 };
 
 }  // namespace qforge

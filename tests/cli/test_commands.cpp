@@ -130,15 +130,20 @@ std::vector<nlohmann::json> bench_records(const std::string& args) {
 }
 
 // --paired-read: a plain read of a decode step's bytes after each timed step, and decode
-// stated against it.
+// stated against it, step by step and as the two series' medians.
 TEST(Bench, PairedReadStatesDecodeAgainstAReadOfTheSameBytes) {
   const auto records = bench_records("--quant int8,int4-g32 -p 4 -n 6 -r 2 -t 2 --paired-read");
   ASSERT_EQ(records.size(), 2u);
   for (const auto& j : records) {
     ASSERT_TRUE(j.contains("paired_read_gbps")) << j.dump();
     EXPECT_GT(j["paired_read_gbps"].get<double>(), 0);
-    EXPECT_NEAR(j["bw_ratio_paired"].get<double>(),
-                j["decode_gbps"].get<double>() / j["paired_read_gbps"].get<double>(), 1e-9);
+    const double medians = j["decode_gbps"].get<double>() / j["paired_read_gbps"].get<double>();
+    EXPECT_NEAR(j["bw_ratio_paired_medians"].get<double>(), medians, 1e-9);
+    // Step by step (the estimator itself: tests/tune/test_paired_read.cpp); on steps of
+    // microseconds the two forms differ, but not by a factor of 3.
+    const double paired = j["bw_ratio_paired"].get<double>();
+    EXPECT_GT(paired, medians / 3) << j.dump();
+    EXPECT_LT(paired, medians * 3) << j.dump();
     EXPECT_GT(j["peak_rss_bytes"].get<double>(), 0);
   }
   // Without decode steps there is nothing to pair.
