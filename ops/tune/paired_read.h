@@ -58,6 +58,21 @@ struct ReadTurn {
   bool four;
 };
 
+// The median of each read pattern's values, the smaller of the two (the one pattern's where
+// only one has values; 0 where neither has).
+inline double smaller_pattern_median(std::vector<double> (&by_pattern)[2]) {
+  double smallest = 0;
+  bool any = false;
+  for (std::vector<double>& values : by_pattern) {
+    if (values.empty()) continue;
+    std::sort(values.begin(), values.end());
+    const double median = values[values.size() / 2];
+    smallest = any ? std::min(smallest, median) : median;
+    any = true;
+  }
+  return smallest;
+}
+
 // The median over turns of (call_bytes / call_seconds[t]) / (read_bytes / reads[t].seconds),
 // taken over the turns of each pattern apart; the smaller of the two medians (the faster
 // read is the reference). Turns past the shorter list, or with a time of 0, are skipped.
@@ -69,13 +84,7 @@ inline double median_paired_ratio(double call_bytes, double read_bytes,
     if (call_seconds[t] > 0 && reads[t].seconds > 0)
       by_pattern[reads[t].four].push_back(call_bytes / call_seconds[t] /
                                           (read_bytes / reads[t].seconds));
-  double medians[2] = {0, 0};
-  for (int p = 0; p < 2; ++p) {
-    std::sort(by_pattern[p].begin(), by_pattern[p].end());
-    if (!by_pattern[p].empty()) medians[p] = by_pattern[p][by_pattern[p].size() / 2];
-  }
-  if (by_pattern[0].empty() || by_pattern[1].empty()) return std::max(medians[0], medians[1]);
-  return std::min(medians[0], medians[1]);
+  return smaller_pattern_median(by_pattern);
 }
 
 class PairedReadProbe {
@@ -101,7 +110,6 @@ class PairedReadProbe {
     });
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    (four ? four_streams_ : one_stream_).push_back(seconds);
     turns_.push_back({seconds, four});
   }
 
@@ -114,26 +122,20 @@ class PairedReadProbe {
   // Seconds per read of all the bytes: the faster pattern's median (over all turns, whatever
   // state each ran in: the rate to print beside the call's, not the ratio's reference).
   double seconds() const {
-    if (one_stream_.empty() || four_streams_.empty())
-      return std::max(median(one_stream_), median(four_streams_));
-    return std::min(median(one_stream_), median(four_streams_));
+    std::vector<double> by_pattern[2];
+    for (const ReadTurn& turn : turns_) by_pattern[turn.four].push_back(turn.seconds);
+    return smaller_pattern_median(by_pattern);
   }
   // The rate of the faster pattern, GB/s (of the layer's bytes rounded down to 128 per
   // thread, what one probe reads).
   double gbps() const { return double(stride_) / seconds() / 1e9; }
 
  private:
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-  }
-
   ThreadPool& pool_;
   int copies_;
   std::size_t part_, stride_;
   AlignedBuffer<std::uint8_t> buffer_;
   std::vector<std::uint64_t> sink_;
-  std::vector<double> one_stream_, four_streams_;
   std::vector<ReadTurn> turns_;  // every probe in the order probed
 };
 
