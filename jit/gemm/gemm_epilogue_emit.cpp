@@ -76,6 +76,7 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   // rows into temps 3 .. 3 + T - 1 where the K loop's weight registers leave room.
   if (superblock_groups_ && !sums_out && rows > 1) {
     for (int t = 0; t < t_count; ++t) {
+      if (!active(t)) continue;
       emit_group_scales(panel_of(t), vector_of(t));
       for (int r = 0; r < rows; ++r) {
         row_terms(r);
@@ -88,10 +89,11 @@ void GemmGenerator::emit_group_correction_rows(int rows, int units) {
   const bool held = !sums_out && !asym && rows > 1 && 3 + t_count <= free_after_k_loop;
   if (held)
     for (int t = 0; t < t_count; ++t)
-      emit_group_scale(epilogue_temp(3 + t), panel_of(t), vector_of(t), false);
+      if (active(t)) emit_group_scale(epilogue_temp(3 + t), panel_of(t), vector_of(t), false);
   for (int r = 0; r < rows; ++r) {
     row_terms(r);
     for (int t = 0; t < t_count; ++t) {
+      if (!active(t)) continue;
       if (!sums_out && !held) emit_group_scales(panel_of(t), vector_of(t));
       correct(r, t, held ? 3 + t : 3);
     }

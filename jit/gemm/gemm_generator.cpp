@@ -91,8 +91,13 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
   a_stride_ = static_cast<std::int64_t>(round_up(key.k_padded * a_element_bytes_, kCacheLine));
   n_padded_ = key.units() * 16 * panels_per_unit_;
   max_per_row_ = per_row(key.blocking.nr);
+  panel_sequential_ = panels_per_unit_ == 2 && key.blocking.nr == 1 &&
+                      key.bucket != MBucket::large && slice_vectors_ == vectors_per_panel_ &&
+                      key.epilogue.output != OutputKind::group_sums;
+  // One accumulator per pass: the tile's only vector, or the only vector of each pass.
+  const int pass_vectors = panel_sequential_ ? slice_vectors_ : max_per_row_;
   split_chain_ = key.isa == Isa::avx512_vnni && !woq_ && key.bits != 8 && key.blocking.mr == 1 &&
-                 max_per_row_ == 1;
+                 pass_vectors == 1;
   QF_REQUIRE(!split_chain_ || plan_.total() < isa_.registers / 2,
              "gemm generator: acc_high() overlaps the register plan of ", kernel_name(key));
 }
@@ -242,19 +247,9 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
            std::to_string(slice_first_ * vector_bytes_ / 4) + "-" +
            std::to_string((slice_first_ + slice_vectors_) * vector_bytes_ / 4 - 1) + ": ";
 
-  if (handoff_on_) xor_(handoff_, handoff_);
   // Constant registers (the epilogue of the previous tile may have used them as temps).
   if (!woq_ && key_.bits != 8) vmovups(nibble_mask(), constant(kConstNibbleMask));
-  // Stream pointers: B at this unit block, A at this row block, xsum at this row block.
-  imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
-  add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
-  imul(ak_, row_, static_cast<int>(a_stride_));
-  add(ak_, ptr[args_ + (bf16_  ? offsetof(GemmCallArgs, a_bf16)
-                        : woq_ ? offsetof(GemmCallArgs, a_f32)
-                               : offsetof(GemmCallArgs, a))]);
-  imul(sums_, row_, static_cast<int>(groups_ * 4));
-  add(sums_,
-      ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32_sums) : offsetof(GemmCallArgs, a_sums))]);
+  emit_stream_pointers();
   if (key_.epilogue.output == OutputKind::group_sums) {
     // out = c + (row * groups * Np + unit * 16 * panels_per_unit) * 4
     imul(out_, row_, static_cast<int>(groups_ * n_padded_ * 4));
@@ -274,6 +269,41 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
       }
   }
 
+  if (panel_sequential_) {
+    const int panels = units * panels_per_unit_;
+    for (pass_panel_ = 0; pass_panel_ < panels; ++pass_panel_) {
+      if (pass_panel_ > 0) emit_stream_pointers();  // back to the tile's first k and group
+      emit_k_loop(rows, units, tile + "panel " + std::to_string(pass_panel_) + " ");
+    }
+    pass_panel_ = -1;
+  } else {
+    emit_k_loop(rows, units, tile);
+  }
+  if (key_.epilogue.output != OutputKind::group_sums) {
+    mark(tile + "epilogue");
+    emit_epilogue(rows, units);
+  }
+}
+
+// Stream pointers: B at this unit block, A at this row block, xsum at this row block (and
+// no prefetch handoff yet).
+void GemmGenerator::emit_stream_pointers() {
+  if (handoff_on_) xor_(handoff_, handoff_);
+  imul(bk_, unit_, static_cast<int>(panels_per_unit_ * panel_bytes_));
+  add(bk_, ptr[args_ + offsetof(GemmCallArgs, b)]);
+  imul(ak_, row_, static_cast<int>(a_stride_));
+  add(ak_, ptr[args_ + (bf16_  ? offsetof(GemmCallArgs, a_bf16)
+                        : woq_ ? offsetof(GemmCallArgs, a_f32)
+                               : offsetof(GemmCallArgs, a))]);
+  imul(sums_, row_, static_cast<int>(groups_ * 4));
+  add(sums_,
+      ptr[args_ + (woq_ ? offsetof(GemmCallArgs, a_f32_sums) : offsetof(GemmCallArgs, a_sums))]);
+}
+
+// The group loop over the whole K of the active vectors (active()): each group's K rows,
+// then its correction into the float sums.
+void GemmGenerator::emit_k_loop(int rows, int units, const std::string& tile) {
+  const int t_count = per_row(units);
   mark(tile + "K loop");
   Label group_loop;
   if (superblock_groups_) emit_first_super_header();
@@ -281,13 +311,19 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
     mov(gloop_, groups_);
     L(group_loop);
   }
+  int first_active = -1;
   for (int r = 0; r < rows; ++r)
-    for (int t = 0; t < t_count; ++t) zero(acc(r, t));
+    for (int t = 0; t < t_count; ++t)
+      if (active(t)) {
+        zero(acc(r, t));
+        if (first_active < 0) first_active = t;
+      }
   if (split_chain_) zero(acc_high());
   // The bf16 lookup table, per group: the group correction's temps may have used it.
   if (bf16_) vmovups(woq_table(), constant(kConstBf16Nibbles));
   emit_group_k(rows, units);
-  if (split_chain_) vpaddd(acc(0, 0), acc(0, 0), acc_high());  // the tile's one vector
+  if (split_chain_)  // the pass's one vector
+    vpaddd(acc(0, first_active), acc(0, first_active), acc_high());
   mark(tile + "group dequant");
   emit_group_correction(rows, units);
   if (groups_ > 1) {
@@ -296,10 +332,6 @@ void GemmGenerator::emit_tile_pass(int rows, int units) {
       emit_next_super_header(group_loop);
     else
       jnz(group_loop, T_NEAR);
-  }
-  if (key_.epilogue.output != OutputKind::group_sums) {
-    mark(tile + "epilogue");
-    emit_epilogue(rows, units);
   }
 }
 
@@ -419,6 +451,7 @@ void GemmGenerator::emit_k_rows(int rows, int units, int count) {
 void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b, int disp_bits) {
   const int panels = units * panels_per_unit_;
   for (int pp = 0; pp < panels; ++pp) {
+    if (pass_panel_ >= 0 && pp != pass_panel_) continue;
     const std::int64_t base = pp * panel_bytes_ + disp_b;
     emit_panel_prefetch(base);
     for (int s = 0; s < slice_vectors_; ++s) {
@@ -460,7 +493,8 @@ void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b,
     for (int quad = 0; quad < quads; ++quad) {
       vpbroadcastd(broadcast(), bcast_at(ak_, r * a_stride_ + disp_a + 4 * quad));
       for (int t = 0; t < t_count; ++t)
-        emit_dot(split_chain_ && quad == 1 ? acc_high() : acc(r, t), broadcast(), t, quad == 1);
+        if (active(t))
+          emit_dot(split_chain_ && quad == 1 ? acc_high() : acc(r, t), broadcast(), t, quad == 1);
     }
 }
 

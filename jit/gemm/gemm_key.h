@@ -49,8 +49,9 @@ ActivationKind parse_activation(const std::string& name, const std::string& wher
 // 3: layout v3 (f16 trailers, u8 weights); 4: the bf16 weight-only kernels' table in a
 // register; 5: one-level group scales converted once per group for all rows of the tile;
 // 6: the prefetch stream handoff to the next unit block (gemm_generator.h); 7: a one-chain
-// sub-byte zmm tile's high nibbles on a second accumulator
-inline constexpr int kGemmGeneratorVersion = 7;
+// sub-byte zmm tile's high nibbles on a second accumulator; 8: a one-unit SwiGLU decode
+// tile's panels read one after the other
+inline constexpr int kGemmGeneratorVersion = 8;
 
 struct GemmKey {
   Isa isa = Isa::avx2;

@@ -52,10 +52,12 @@ void GemmGenerator::emit_woq_field(const Xmm& out, const Xmm& raw, int i) {
 // prefetch of every panel's stream.
 void GemmGenerator::emit_woq_row_loads(int units, int disp_b) {
   const int panels = units * panels_per_unit_;
-  for (int pp = 0; pp < panels; ++pp) emit_panel_prefetch(pp * panel_bytes_ + disp_b);
+  for (int pp = 0; pp < panels; ++pp)
+    if (pass_panel_ < 0 || pp == pass_panel_) emit_panel_prefetch(pp * panel_bytes_ + disp_b);
   for (int t = 0; t < per_row(units); ++t)
-    vmovups(woq_raw(t),
-            vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
+    if (active(t))
+      vmovups(woq_raw(t),
+              vector_at(bk_, panel_of(t) * panel_bytes_ + disp_b + vector_of(t) * vector_bytes_));
 }
 
 // One 64-byte row of every panel in the tile; disp_k is the row's first k in the group.
@@ -68,6 +70,7 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
     for (int r = 0; r < rows; ++r)
       vbroadcastss(woq_broadcast(r), dword[ak_ + r * a_stride_ + (disp_k + i) * 4]);
     for (int t = 0; t < t_count; ++t) {
+      if (!active(t)) continue;
       emit_woq_field(woq_field(), woq_raw(t), i);
       for (int r = 0; r < rows; ++r) vfmadd231ps(acc(r, t), woq_field(), woq_broadcast(r));
     }
@@ -85,6 +88,7 @@ void GemmGenerator::emit_woq_bf16_packed_row(int rows, int units, int disp_k, in
     for (int r = 0; r < rows; ++r)
       vpbroadcastd(woq_broadcast(r), dword[ak_ + r * a_stride_ + disp_k * 2 + j * 4]);
     for (int t = 0; t < t_count; ++t) {
+      if (!active(t)) continue;
       if (j == 0) {
         vpermw(woq_field(), woq_raw(t), table);
       } else {
@@ -105,6 +109,7 @@ void GemmGenerator::emit_woq_group_correction(int rows, int units) {
   for (int r = 0; r < rows; ++r) {
     vbroadcastss(xsum, dword[sums_ + r * groups_ * 4]);
     for (int t = 0; t < t_count; ++t) {
+      if (!active(t)) continue;
       const int pp = panel_of(t), v = vector_of(t);
       const Xmm sum = acc(r, t);
       if (biased) vfnmadd231ps(sum, xsum, constant(kConstOperandBias));  // C = acc - bias * xsum

@@ -283,6 +283,77 @@ TEST(GemmKernels, OneChainSubByteTilesSplitTheirDotProducts) {
   EXPECT_EQ(checked, 16);
 }
 
+// A one-unit SwiGLU decode tile reads its gate panel, then its up panel, each with the
+// whole K loop (gemm_generator.h, panel_sequential_), every accumulator kept through both
+// passes: M of the decode buckets, N tail, group layout (one group, several, two-level
+// scales), K unroll and prefetch distance, f32 and u8 output, on every ISA path, against the
+// reference. The generator must say it took the sequential passes.
+TEST(GemmKernels, OneUnitSwigluDecodeTilesReadTheirPanelsInTurn) {
+  int checked = 0;
+  for (Isa isa : kernel_isas()) {
+    const bool emulated = !(hardware_isa_mask(cpu_info()) & isa_bit(isa));
+    for (const char* scheme : {"int8", "int4-g128", "int4-g32-asym", "int5-g32", "int8-g64"})
+      for (std::int64_t m : {1, 2, 4})
+        for (std::int64_t n : {16, 21, 40}) {
+          const int i = checked++;
+          if (emulated && i % 4 != 0) continue;
+          test::KernelCase c;
+          c.isa = isa;
+          c.m = m;
+          c.n = n;
+          c.k = 256;
+          c.scheme = parse_quant_scheme(scheme);
+          c.default_blocking = false;
+          c.blocking = Blocking{static_cast<int>(m), 1, 1 + i % 4, (i % 3 == 2) * 256};
+          c.epilogue = test::epilogue_number(i % 2 ? 3 : 7);  // SwiGLU, SwiGLU + u8
+          c.seed = 6101 + i;
+          c.unit_splits = 1 + i % 2;
+          const GemmKey key = test::key_for(c, make_packed_header(n, c.k, c.scheme, true));
+          if (!fits(key, c.blocking)) continue;
+          // The ymm SwiGLU tiles of more than one row take their columns in slices instead
+          // (register_budget.h), each slice with both panels.
+          const bool sliced =
+              vector_isa_of(isa).vectors_per_panel() > 1 && key.bucket != MBucket::one;
+          EXPECT_EQ(GemmGenerator{key}.panel_sequential(), !sliced) << test::describe(c);
+          expect_kernel_matches(c);
+          if (HasFailure()) return;
+        }
+  }
+  // Two-level scales (Q4_K's form: int4 g32 asymmetric, super-blocks of 8 groups).
+  for (Isa isa : kernel_isas()) {
+    test::KernelCase c;
+    c.isa = isa;
+    c.m = 1;
+    c.n = 40;
+    c.k = 512;
+    c.scheme = parse_quant_scheme("int4-g32-sb256-asym");
+    c.default_blocking = false;
+    c.blocking = Blocking{1, 1, 2, 0};
+    c.epilogue = test::epilogue_number(3);
+    c.seed = 6199;
+    const GemmKey key = test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true));
+    ASSERT_EQ(key.superblock_groups, 8);
+    EXPECT_TRUE(GemmGenerator{key}.panel_sequential());
+    expect_kernel_matches(c);
+  }
+  // Prefill tiles and tiles of several units keep their panels side by side.
+  test::KernelCase c;
+  c.isa = kernel_isas().back();
+  c.n = 40;
+  c.k = 256;
+  c.scheme = parse_quant_scheme("int4-g128");
+  c.epilogue = test::epilogue_number(3);
+  c.default_blocking = false;
+  c.m = 1;
+  c.blocking = Blocking{1, 2, 1, 0};
+  EXPECT_FALSE(GemmGenerator{test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true))}
+                   .panel_sequential());
+  c.m = 128;
+  c.blocking = Blocking{4, 1, 1, 0};
+  EXPECT_FALSE(GemmGenerator{test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true))}
+                   .panel_sequential());
+}
+
 // The emulated paths really ran through the emulator (not silently skipped).
 TEST(GemmKernels, EmulatedPathsWereExecuted) {
   const std::uint64_t before = emulate::emulated_instruction_count();

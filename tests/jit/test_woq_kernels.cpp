@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "jit/base/error.h"
 #include "jit/base/half_float.h"
@@ -216,6 +217,43 @@ TEST(WeightOnlyKernels, Bf16EveryTailBlockingAndShape) {
   c.scheme = parse_quant_scheme("woq-int4-g128");
   c.unit_splits = 2;
   expect_kernel_matches(c);
+}
+
+// A one-unit SwiGLU decode tile reads its gate and up panels in turn (gemm_generator.h,
+// panel_sequential_): f32 and (int4 on zmm) bf16 activations, one group and several,
+// symmetric and asymmetric, N tails, K unrolls and prefetch distances, against the reference.
+TEST(WeightOnlyKernels, OneUnitSwigluDecodeTilesReadTheirPanelsInTurn) {
+  int index = 0;
+  for (Isa isa : kernel_isas())
+    for (bool bf16 : {false, true}) {
+      if (bf16 && (isa != Isa::avx512_vnni || !bf16_weight_only_runs())) continue;
+      for (const char* scheme : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym", "woq-int8-g64"})
+        for (std::int64_t m : {1, 3})
+          for (std::int64_t n : {16, 21, 40}) {
+            const int i = index++;
+            if (bf16 && std::string(scheme).find("int8") != std::string::npos) continue;
+            if (emulated(isa) && i % 4 != 0) continue;
+            test::KernelCase c;
+            c.isa = isa;
+            c.bf16 = bf16;
+            c.m = m;
+            c.n = n;
+            c.k = 256;
+            c.scheme = parse_quant_scheme(scheme);
+            c.default_blocking = false;
+            c.blocking = Blocking{static_cast<int>(m), 1, 1 + i % 4, (i % 3 == 2) * 256};
+            c.epilogue = test::epilogue_number(i % 2 ? 3 : 7);  // SwiGLU, SwiGLU + u8
+            c.seed = 7201 + i;
+            c.unit_splits = 1 + i % 2;
+            const GemmKey key = test::key_for(c, make_packed_header(n, c.k, c.scheme, true));
+            if (!fits(key, c.blocking)) continue;
+            const bool sliced =
+                vector_isa_of(isa).vectors_per_panel() > 1 && key.bucket != MBucket::one;
+            EXPECT_EQ(GemmGenerator{key}.panel_sequential(), !sliced) << test::describe(c);
+            expect_kernel_matches(c);
+            if (HasFailure()) return;
+          }
+    }
 }
 
 // bf16 keys are for int4 on zmm; the generator names what it refuses.
