@@ -337,21 +337,25 @@ TEST(GemmKernels, OneUnitSwigluDecodeTilesReadTheirPanelsInTurn) {
     expect_kernel_matches(c);
   }
   // Prefill tiles and tiles of several units keep their panels side by side.
-  test::KernelCase c;
-  c.isa = kernel_isas().back();
-  c.n = 40;
-  c.k = 256;
-  c.scheme = parse_quant_scheme("int4-g128");
-  c.epilogue = test::epilogue_number(3);
-  c.default_blocking = false;
-  c.m = 1;
-  c.blocking = Blocking{1, 2, 1, 0};
-  EXPECT_FALSE(GemmGenerator{test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true))}
-                   .panel_sequential());
-  c.m = 128;
-  c.blocking = Blocking{4, 1, 1, 0};
-  EXPECT_FALSE(GemmGenerator{test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true))}
-                   .panel_sequential());
+  int side_by_side = 0;
+  for (Isa isa : kernel_isas())
+    for (const auto& [m, blocking] :
+         {std::pair{std::int64_t{1}, Blocking{1, 2, 1, 0}}, {128, Blocking{4, 1, 1, 0}}}) {
+      test::KernelCase c;
+      c.isa = isa;
+      c.m = m;
+      c.n = 40;
+      c.k = 256;
+      c.scheme = parse_quant_scheme("int8");
+      c.epilogue = test::epilogue_number(3);
+      c.default_blocking = false;
+      c.blocking = blocking;
+      const GemmKey key = test::key_for(c, make_packed_header(c.n, c.k, c.scheme, true));
+      if (!fits(key, blocking)) continue;
+      EXPECT_FALSE(GemmGenerator{key}.panel_sequential()) << test::describe(c);
+      ++side_by_side;
+    }
+  EXPECT_GE(side_by_side, 1);
 }
 
 // The emulated paths really ran through the emulator (not silently skipped).
