@@ -24,6 +24,9 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <utility>
+
+#include "jit/base/huge_page_arena.h"
 
 namespace qforge {
 
@@ -64,7 +67,7 @@ class AlignedBuffer {
     std::size_t mapped = 0;
     void* memory = allocate(bytes, mapped);
     std::memset(static_cast<char*>(memory) + count * sizeof(T), 0, bytes - count * sizeof(T));
-    data_ = std::unique_ptr<T, Free>(static_cast<T*>(memory), Free{mapped});
+    data_ = std::unique_ptr<T, Free>(static_cast<T*>(memory), Free{mapped, nullptr});
     size_ = count;
     capacity_ = count;
   }
@@ -78,6 +81,20 @@ class AlignedBuffer {
       return;
     }
     size_ = count;
+  }
+
+  // Moves the contents (and the zeroed padding after them) into the next piece of `arena`,
+  // which this buffer then keeps alive, and frees the memory it held (huge_page_arena.h).
+  void move_into(const std::shared_ptr<HugePageArena>& arena) {
+    const std::size_t bytes = held_bytes();
+    T* const memory = static_cast<T*>(arena->take(bytes));
+    if (data_) std::memcpy(memory, data_.get(), bytes);
+    data_ = std::unique_ptr<T, Free>(memory, Free{0, arena});
+  }
+
+  // The bytes the buffer holds: its capacity and the zeroed padding to the cache line.
+  std::size_t held_bytes() const {
+    return round_up(capacity_ * sizeof(T) + (capacity_ == 0), kCacheLine);
   }
 
   T* data() { return data_.get(); }
@@ -115,9 +132,13 @@ class AlignedBuffer {
     return aligned;
   }
 
+  // A mapping of `mapped` bytes, memory from posix_memalign, or a piece of `arena`, which
+  // the deleter keeps alive (and frees with the last buffer in it).
   struct Free {
     std::size_t mapped = 0;
+    std::shared_ptr<HugePageArena> arena;
     void operator()(T* p) const {
+      if (arena) return;
       if (mapped)
         munmap(p, mapped);
       else

@@ -30,6 +30,12 @@ class JitLinear final : public LinearLayer {
   std::int64_t n() const override { return linear_.weights().n(); }
   std::int64_t k() const override { return linear_.weights().k(); }
   std::uint64_t weight_bytes() const override { return linear_.weights().geometry.total_bytes; }
+  std::uint64_t packed_arena_bytes() const override {
+    return HugePageArena::piece_bytes(linear_.weights().data.held_bytes());
+  }
+  void move_packed_into(const std::shared_ptr<HugePageArena>& arena) override {
+    linear_.move_weights_into(arena);
+  }
   std::vector<GemmKey> warmup_keys() const override { return linear_.warmup_keys(); }
   LinearFusion fusion() const override { return fusion_; }
   std::optional<GemmKey> kernel_key(std::int64_t m) const override { return linear_.key_for(m); }

@@ -11,9 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "jit/base/huge_page_arena.h"
 #include "jit/gemm/gemm_key.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/norm/rmsnorm.h"
@@ -45,6 +47,10 @@ class LinearLayer {
   virtual std::int64_t k() const = 0;  // input columns
   virtual std::uint64_t weight_bytes() const = 0;
   virtual LinearFusion fusion() const = 0;
+  // The bytes of packed weights move_packed_into places in an arena (0: none, as for the
+  // oneDNN layers, whose memory is oneDNN's).
+  virtual std::uint64_t packed_arena_bytes() const { return 0; }
+  virtual void move_packed_into(const std::shared_ptr<HugePageArena>& arena) { (void)arena; }
   // The kernels this layer calls, for CodeCache::warmup (none for oneDNN layers).
   virtual std::vector<GemmKey> warmup_keys() const { return {}; }
   // The kernel a call of M rows runs (none for oneDNN layers).

@@ -762,13 +762,30 @@ LlamaWeights build_llama_weights(const ModelFile& model, const Precision& precis
   // Every layer's choice first: a bad policy fails before anything is converted.
   const ModelPlan plan = plan_model(model, precision);
   try {
-    return build_weights(model, precision, plan, threads, progress);
+    LlamaWeights weights = build_weights(model, precision, plan, threads, progress);
+    weights.place_packed_weights_in_one_arena();
+    return weights;
   } catch (const std::bad_alloc&) {
     fail_out_of_memory(model, plan);
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_out_of_memory) fail_out_of_memory(model, plan);
     throw;
   }
+}
+
+// Each layer's old buffer is freed as soon as it has been copied, so the peak is the model
+// and one layer; the arena's pages are touched (and faulted in as huge pages) in order.
+void LlamaWeights::place_packed_weights_in_one_arena() {
+  std::vector<LinearLayer*> order;
+  for (LayerWeights& layer : layers)
+    for (auto* slot : {&layer.wqkv, &layer.wo, &layer.gate_up, &layer.down})
+      if (*slot) order.push_back(slot->get());
+  if (classifier) order.push_back(classifier.get());
+  std::uint64_t bytes = 0;
+  for (const LinearLayer* layer : order) bytes += layer->packed_arena_bytes();
+  if (bytes == 0) return;
+  const auto arena = std::make_shared<HugePageArena>(static_cast<std::size_t>(bytes));
+  for (LinearLayer* layer : order) layer->move_packed_into(arena);
 }
 
 std::vector<PlannedLayer> plan_linear_layers(const ModelFile& model, const Precision& precision) {

@@ -95,6 +95,9 @@ struct LlamaWeights {
   std::uint64_t decode_bytes_per_token() const;
   // Multiply-adds of the linear layers per token (the parameters they hold).
   std::uint64_t linear_parameters() const;
+  // Moves every JIT layer's packed weights into one huge-page arena (huge_page_arena.h), in
+  // the order a decode step reads them; build_llama_weights does it once all are built.
+  void place_packed_weights_in_one_arena();
   // True when some layer runs through the JIT kernels (the session's pool then has all
   // threads).
   bool has_jit_layers() const { return !warmup_keys().empty(); }

@@ -39,4 +39,14 @@ std::vector<GemmKey> RowStackedLinear::warmup_keys() const {
   return keys;
 }
 
+std::uint64_t RowStackedLinear::packed_arena_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& part : parts_) bytes += part->packed_arena_bytes();
+  return bytes;
+}
+
+void RowStackedLinear::move_packed_into(const std::shared_ptr<HugePageArena>& arena) {
+  for (const auto& part : parts_) part->move_packed_into(arena);
+}
+
 }  // namespace qforge

@@ -22,6 +22,8 @@ class RowStackedLinear final : public LinearLayer {
   std::int64_t n() const override { return n_; }
   std::int64_t k() const override { return parts_.front()->k(); }
   std::uint64_t weight_bytes() const override;
+  std::uint64_t packed_arena_bytes() const override;
+  void move_packed_into(const std::shared_ptr<HugePageArena>& arena) override;
   LinearFusion fusion() const override { return LinearFusion::plain; }
   std::vector<GemmKey> warmup_keys() const override;
   // The first part's kernel (the others run the same M on their own kernels).

@@ -112,6 +112,11 @@ class QuantizedLinear {
                            std::int64_t ldc, ThreadPool& pool) const;
 
   const PackedWeights& weights() const { return weights_; }
+  // Moves the packed weights into the next piece of `arena` (huge_page_arena.h); calls
+  // read them from there.
+  void move_weights_into(const std::shared_ptr<HugePageArena>& arena) {
+    weights_.data.move_into(arena);
+  }
   ActivationKind activation() const { return activation_; }
   bool weight_only() const { return activation_ != ActivationKind::s8; }
   const Epilogue& epilogue() const { return epilogue_; }

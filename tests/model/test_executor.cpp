@@ -15,6 +15,7 @@
 #include "jit/emulate/emulator.h"
 #include "model/runtime/dense_linear.h"
 #include "model/runtime/generation.h"
+#include "model/runtime/jit_linear.h"
 #include "model/runtime/llama_executor.h"
 #include "model/runtime/model_loader.h"
 #include "model/runtime/sampler.h"
@@ -113,6 +114,29 @@ void expect_logits_near(const std::vector<float>& a, const std::vector<float>& b
 }
 
 const char* kPrompt = "Once upon a time, there was a little girl named Lily. She loved to play";
+
+// A loaded model's packed layers lie in one huge-page arena, front to back in the order a
+// decode step reads them (huge_page_arena.h); an f32 model has none to place.
+TEST(Executor, PackedLayersLieInOneArenaInDecodeOrder) {
+  for (const char* quant : {"int8", "int4-g32"}) {
+    const Session session(gguf_path(), quant, "");
+    const LlamaWeights& w = session.model.weights;
+    std::vector<const JitLinear*> order;
+    for (const LayerWeights& layer : w.layers)
+      for (const auto* slot : {&layer.wqkv, &layer.wo, &layer.gate_up, &layer.down})
+        order.push_back(dynamic_cast<const JitLinear*>(slot->get()));
+    order.push_back(dynamic_cast<const JitLinear*>(w.classifier.get()));
+    const std::uint8_t* next = nullptr;
+    for (const JitLinear* layer : order) {
+      ASSERT_NE(layer, nullptr) << quant;
+      const AlignedBuffer<std::uint8_t>& data = layer->quantized().weights().data;
+      if (next != nullptr) {
+        EXPECT_EQ(data.data(), next) << quant;
+      }
+      next = data.data() + HugePageArena::piece_bytes(data.held_bytes());
+    }
+  }
+}
 
 TEST(Executor, F32GreedyStoryFromGguf) {
   EXPECT_EQ(greedy_text(gguf_path(), "f32", 256), kGreedyStory);
