@@ -100,6 +100,10 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
                  pass_vectors == 1;
   QF_REQUIRE(!split_chain_ || plan_.total() < isa_.registers / 2,
              "gemm generator: acc_high() overlaps the register plan of ", kernel_name(key));
+  QF_REQUIRE(!key.woq_chains || (woq_ && zmm_ && key.blocking.mr == 1),
+             "gemm generator: accumulator chains are for weight-only zmm GEMVs, not ",
+             kernel_name(key));
+  woq_chains_ = key.woq_chains ? kWoqChains : 1;
 }
 
 // ---- register roles ---------------------------------------------------------------
@@ -115,6 +119,13 @@ GemmGenerator::Xmm GemmGenerator::acc(int row, int t) const {
 
 GemmGenerator::Xmm GemmGenerator::fsum(int row, int t) const {
   return vec(isa_.registers - 1 - tile_rows_ * tile_per_row_ - (row * tile_per_row_ + t));
+}
+
+GemmGenerator::Xmm GemmGenerator::woq_chain(int t, int c) const {
+  if (c == 0) return acc(0, t);
+  const int block = tile_rows_ * tile_per_row_;
+  const int float_sums = plan_.float_sums > 0 ? block : 0;
+  return vec(isa_.registers - 1 - block - float_sums - (c - 1) * tile_per_row_ - t);
 }
 
 Address GemmGenerator::fsum_spill(int row, int t) const {
@@ -319,11 +330,17 @@ void GemmGenerator::emit_k_loop(int rows, int units, const std::string& tile) {
         if (first_active < 0) first_active = t;
       }
   if (split_chain_) zero(acc_high());
+  for (int t = 0; t < t_count; ++t)
+    for (int c = 1; c < woq_chains_; ++c)
+      if (active(t)) zero(woq_chain(t, c));
   // The bf16 lookup table, per group: the group correction's temps may have used it.
   if (bf16_) vmovups(woq_table(), constant(kConstBf16Nibbles));
   emit_group_k(rows, units);
   if (split_chain_)  // the pass's one vector
     vpaddd(acc(0, first_active), acc(0, first_active), acc_high());
+  for (int t = 0; t < t_count; ++t)
+    for (int c = 1; c < woq_chains_; ++c)
+      if (active(t)) vaddps(acc(0, t), acc(0, t), woq_chain(t, c));
   mark(tile + "group dequant");
   emit_group_correction(rows, units);
   if (groups_ > 1) {

@@ -182,6 +182,13 @@ class GemmGenerator : public JitGenerator {
   //           acc_high += hi(w_j) . x[8j+4 .. 8j+7]    (high nibbles, second quad)
   //   group end:  acc += acc_high   (exact: int32), then the group correction as before
   bool split_chain_ = false;
+  // A weight-only GEMV key with four chains (GemmKey::woq_chains; M = 1, zmm): field (or
+  // bf16 pair) i of each packed row multiplies into chain i % 4 of its vector, and before
+  // each group correction the chains are summed in order, ((acc + c1) + c2) + c3, for every
+  // blocking of the key alike. Without them a one-unit tile's FMAs (vdpbf16ps) are one chain
+  // of 4-6 cycle latencies per 64 bytes.
+  int woq_chains_ = 1;
+  Xmm woq_chain(int t, int c) const;  // chain 0: acc(0, t); 1..3 below the float sums
   // A one-unit SwiGLU tile of a decode key (a gate panel and its up panel, adjacent in
   // memory) reads its panels one after the other, each with its whole K loop, instead of
   // side by side: a thread's chunk of adjacent pairs is then one stream read front to back,

@@ -53,6 +53,7 @@ std::string kernel_name(const GemmKey& key) {
                      "_w" + std::to_string(key.bits) + (key.asymmetric ? "a" : "s") + "_" +
                      bucket_name(key.bucket) + "_" + std::to_string(key.blocking.mr) + "x" +
                      std::to_string(key.blocking.nr) + "u" + std::to_string(key.blocking.k_unroll);
+  if (key.woq_chains) name += "c4";
   if (key.blocking.prefetch_distance > 0)
     name += "p" + std::to_string(key.blocking.prefetch_distance);
   return name + "_" + epilogue_name(key.epilogue);

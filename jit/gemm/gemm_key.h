@@ -50,8 +50,9 @@ ActivationKind parse_activation(const std::string& name, const std::string& wher
 // register; 5: one-level group scales converted once per group for all rows of the tile;
 // 6: the prefetch stream handoff to the next unit block (gemm_generator.h); 7: a one-chain
 // sub-byte zmm tile's high nibbles on a second accumulator; 8: a one-unit SwiGLU decode
-// tile's panels read one after the other
-inline constexpr int kGemmGeneratorVersion = 8;
+// tile's panels read one after the other; 9: weight-only GEMV keys with four accumulator
+// chains per vector
+inline constexpr int kGemmGeneratorVersion = 9;
 
 struct GemmKey {
   Isa isa = Isa::avx2;
@@ -65,12 +66,16 @@ struct GemmKey {
   ActivationKind activation = ActivationKind::s8;
   Epilogue epilogue;  // epilogue.swiglu => interleaved gate/up weights
   MBucket bucket = MBucket::one;
+  // A weight-only zmm GEMV whose float sums run in four chains per vector (field or bf16
+  // pair i of each packed row into chain i % 4, summed before each group correction;
+  // gemm_generator.h): the key's, so every blocking the tuner tries sums in the same order.
+  bool woq_chains = false;
   Blocking blocking;
   int version = kGemmGeneratorVersion;
 
   auto fields() const {
     return std::tie(isa, n, k, k_padded, group, bits, asymmetric, superblock_groups, activation,
-                    epilogue, bucket, blocking, version);
+                    epilogue, bucket, woq_chains, blocking, version);
   }
   bool operator==(const GemmKey& o) const { return fields() == o.fields(); }
 

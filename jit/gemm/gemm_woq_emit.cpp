@@ -72,7 +72,9 @@ void GemmGenerator::emit_woq_packed_row(int rows, int units, int disp_k, int dis
     for (int t = 0; t < t_count; ++t) {
       if (!active(t)) continue;
       emit_woq_field(woq_field(), woq_raw(t), i);
-      for (int r = 0; r < rows; ++r) vfmadd231ps(acc(r, t), woq_field(), woq_broadcast(r));
+      for (int r = 0; r < rows; ++r)  // with chains rows == 1
+        vfmadd231ps(woq_chains_ > 1 ? woq_chain(t, i % woq_chains_) : acc(r, t), woq_field(),
+                    woq_broadcast(r));
     }
   }
 }
@@ -95,7 +97,9 @@ void GemmGenerator::emit_woq_bf16_packed_row(int rows, int units, int disp_k, in
         vpsrlw(woq_field(), woq_raw(t), 4 * j);
         vpermw(woq_field(), woq_field(), table);
       }
-      for (int r = 0; r < rows; ++r) vdpbf16ps(acc(r, t), woq_field(), woq_broadcast(r));
+      for (int r = 0; r < rows; ++r)  // with chains rows == 1
+        vdpbf16ps(woq_chains_ > 1 ? woq_chain(t, j % woq_chains_) : acc(r, t), woq_field(),
+                  woq_broadcast(r));
     }
   }
 }

@@ -38,8 +38,10 @@ RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
     plan.weights = (key.bits != 8 || !v.vnni) ? 2 * per_row : per_row;
     plan.fixed = 1 + (key.bits != 8 ? 1 : 0) + (v.vnni ? 0 : 1);  // AVX2: one dot temp
   }
+  if (key.woq_chains) plan.chains = (kWoqChains - 1) * plan.accumulators;
   if (key.groups() > 1) {
-    const int in_registers = plan.accumulators + plan.accumulators + plan.weights + plan.fixed;
+    const int in_registers =
+        plan.accumulators + plan.accumulators + plan.chains + plan.weights + plan.fixed;
     if (in_registers <= v.registers && v.registers - 2 * plan.accumulators >= kEpilogueTemps)
       plan.float_sums = plan.accumulators;
     else

@@ -31,6 +31,7 @@
 namespace qforge {
 
 inline constexpr int kEpilogueTemps = 6;
+inline constexpr int kWoqChains = 4;  // accumulator chains of a GemmKey::woq_chains key
 
 struct VectorIsa {
   int registers;     // 32 zmm or 16 ymm
@@ -46,7 +47,8 @@ struct RegisterPlan {
   bool float_sums_in_memory = false;
   int weights = 0;
   int fixed = 0;
-  int total() const { return accumulators + float_sums + weights + fixed; }
+  int chains = 0;  // weight-only chains 1..3 of each accumulator (GemmKey::woq_chains)
+  int total() const { return accumulators + float_sums + chains + weights + fixed; }
 };
 
 // Vectors of each panel one pass of the kernel handles (V above).

@@ -14,8 +14,12 @@ TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
   const TileStreaming general = gemm ? kGeneralGemmStreaming : kGeneralDecodeStreaming;
   if (key.isa != Isa::avx512_vnni || !is_zen4(cpu)) return general;
   if (gemm) return key.bits < 8 && !key.weight_only() ? kZen4SubByteGemmStreaming : general;
-  const bool integer_gemv = key.bucket == MBucket::one && !key.weight_only();
-  return integer_gemv ? kZen4GemvStreaming : kZen4DecodeStreaming;
+  return key.bucket == MBucket::one ? kZen4GemvStreaming : kZen4DecodeStreaming;
+}
+
+bool weight_only_gemv_chains(const CpuInfo& cpu, const GemmKey& key) {
+  return key.weight_only() && key.isa == Isa::avx512_vnni && key.bucket == MBucket::one &&
+         is_zen4(cpu);
 }
 
 }  // namespace qforge

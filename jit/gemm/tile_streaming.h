@@ -6,9 +6,9 @@
 //                     units  panels  prefetch
 //     decode (M <= 4)
 //       general         8       8      1024
-//       Zen 4           8       8         0     an integer GEMV (M = 1): 1 unit, so a
-//                                               thread's chunk of adjacent panels is read
-//                                               front to back
+//       Zen 4           8       8         0     a GEMV (M = 1): 1 unit, so a thread's
+//                                               chunk of adjacent panels is read front to
+//                                               back (weight-only: with four chains)
 //     GEMM (M >= 5)
 //       general         4       8         0
 //       Zen 4, int4/5   4       2      1024     taller tiles: fewer nibble unpacks per dot
@@ -27,8 +27,11 @@
 //   prefetch 1024 ran 1.04-1.07x the 4 x 3 / 5 x 2 defaults (int5 g32 1.07x); int8 and
 //   int4-g128 tiles the same within 2%, so they keep the general rule.
 // On family 26 (Zen 5) and Sapphire Rapids guests the tuner kept the general default.
-// AVX2 tiles keep the general rule everywhere (not measured on Zen 4), as do weight-only
-// tiles' unit counts (their FMA chains want several units per tile).
+//   weight-only GEMV (M = 1), one unit with four accumulator chains against the 8-unit
+//   tile, in turns, fast bandwidth state: bf16 int4-g128 59.1 against 47.4 GB/s
+//   (5632 x 2048), 55.9 / 46.1 (2048 x 2048), the SwiGLU pair 47.6 / 38.7 (4 units); f32
+//   int8 48.6 / 47.6, 46.1 / 48.2, pair 46.7 / 47.5 (compute-bound either way).
+// AVX2 tiles keep the general rule everywhere (not measured on Zen 4).
 #pragma once
 
 #include "jit/cpu/cpu_info.h"
@@ -52,7 +55,7 @@ struct TileStreaming {
 
 inline constexpr TileStreaming kGeneralDecodeStreaming{};
 inline constexpr TileStreaming kGeneralGemmStreaming{4, 4 * 2, 0};  // panels: no extra bound
-inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // integer, M = 1
+inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // M = 1
 inline constexpr TileStreaming kZen4DecodeStreaming{8, kMaxDecodeStreams, 0};  // other decode
 inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 / int5, M >= 5
 
@@ -60,5 +63,10 @@ inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 /
 // is an avx512-vnni key on a Zen 4 part (then its decode tile, or an integer sub-byte
 // GEMM tile, takes the Zen 4 rule).
 TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key);
+
+// Whether `key` (before its blocking) sums in four chains on `cpu` (GemmKey::woq_chains): a
+// weight-only zmm GEMV on Zen 4, whose one-unit tile would otherwise be one chain of FMA or
+// vdpbf16ps latencies.
+bool weight_only_gemv_chains(const CpuInfo& cpu, const GemmKey& key);
 
 }  // namespace qforge

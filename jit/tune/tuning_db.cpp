@@ -181,6 +181,7 @@ std::pair<TuningKey, TunedKernel> entry_from_json(const Json& j) {
 TuningKey tuning_key_of(const GemmKey& key, int threads) {
   TuningKey out{key, threads};
   out.shape.blocking = Blocking{0, 0, 0, 0};
+  out.shape.woq_chains = false;  // the CPU's rule for the rest of the key, not a shape
   return out;
 }
 

@@ -190,6 +190,7 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
   key.superblock_groups = h.superblock_groups;
   key.epilogue = epilogue;
   key.bucket = bucket_of(m, tuned_gemm_min_rows(key).value_or(kDefaultGemmMinRows));
+  key.woq_chains = weight_only_gemv_chains(cpu_info(), key);
   key.blocking = tuned_blocking(key).value_or(default_blocking(key));
   return key;
 }

@@ -256,6 +256,60 @@ TEST(WeightOnlyKernels, OneUnitSwigluDecodeTilesReadTheirPanelsInTurn) {
     }
 }
 
+// Weight-only GEMV keys with four accumulator chains (GemmKey::woq_chains, Zen 4's, forced
+// on here on every host where zmm runs): every blocking that fits the chains' registers,
+// f32 and bf16 activations, N tails, one group and several, symmetric and asymmetric, plain
+// and SwiGLU pairs, against the reference; wider tiles than one unit must fit too.
+TEST(WeightOnlyKernels, FourChainGemvsMatchTheReference) {
+  const auto isas = kernel_isas();
+  if (std::find(isas.begin(), isas.end(), Isa::avx512_vnni) == isas.end())
+    GTEST_SKIP() << "avx512-vnni runs neither natively nor through the emulator here";
+  const bool slow = emulated(Isa::avx512_vnni);
+  int checked = 0, wide = 0, index = 0;
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !bf16_weight_only_runs()) continue;
+    for (const char* scheme : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym", "woq-int8-g64"}) {
+      if (bf16 && std::string(scheme).find("int8") != std::string::npos) continue;
+      for (int nr = 1; nr <= 8; ++nr)
+        for (bool swiglu : {false, true}) {
+          const int i = index++;
+          if (slow && i % 3 != 0) continue;
+          test::KernelCase c;
+          c.isa = Isa::avx512_vnni;
+          c.bf16 = bf16;
+          c.m = 1;
+          c.n = 16 * nr + (i % 3 == 0 ? 0 : 5);
+          c.k = 256;
+          c.scheme = parse_quant_scheme(scheme);
+          c.woq_chains = 1;
+          c.default_blocking = false;
+          c.blocking = Blocking{1, nr, 1 + i % 4, (i % 3 == 2) * 256};
+          c.epilogue = swiglu ? test::epilogue_number(i % 2 ? 3 : 7) : float_epilogue(i);
+          c.seed = 8101 + i;
+          c.unit_splits = 1 + i % 2;
+          const GemmKey key = test::key_for(c, make_packed_header(c.n, c.k, c.scheme, swiglu));
+          ASSERT_TRUE(key.woq_chains);
+          if (!fits(key, c.blocking)) continue;
+          EXPECT_NE(kernel_name(key).find("u" + std::to_string(c.blocking.k_unroll) + "c4"),
+                    std::string::npos)
+              << kernel_name(key);
+          expect_kernel_matches(c);
+          ++checked;
+          if (nr > 1) ++wide;
+          if (HasFailure()) return;
+        }
+    }
+  }
+  EXPECT_GE(checked, slow ? 4 : 20);
+  EXPECT_GE(wide, 1);
+  // Chains are for weight-only zmm GEMVs: the generator refuses them elsewhere.
+  GemmKey integer = gemm_key_for(make_packed_header(40, 256, parse_quant_scheme("int8")),
+                                 Epilogue{}, Isa::avx512_vnni, 1);
+  integer.woq_chains = true;
+  integer.blocking = Blocking{1, 1, 4, 0};
+  EXPECT_THROW(GemmGenerator{integer}, Error);
+}
+
 // bf16 keys are for int4 on zmm; the generator names what it refuses.
 TEST(WeightOnlyKernels, Bf16KeysOnlyForInt4OnZmm) {
   const PackedHeader int4 = make_packed_header(40, 128, parse_quant_scheme("int4-g32"));

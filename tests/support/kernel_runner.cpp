@@ -29,6 +29,10 @@ GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
                                     : c.bf16              ? ActivationKind::bf16
                                                           : ActivationKind::f32;
   GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m, activation);
+  if (c.woq_chains >= 0) {
+    key.woq_chains = c.woq_chains == 1;
+    if (c.default_blocking) key.blocking = default_blocking(key);
+  }
   if (!c.default_blocking) key.blocking = c.blocking;
   return key;
 }

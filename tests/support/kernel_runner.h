@@ -25,6 +25,9 @@ struct KernelCase {
   bool float_offsets = false;
   // weight-only int4 on zmm only: bf16 activations (the vdpbf16ps kernels)
   bool bf16 = false;
+  // weight-only zmm GEMVs: four accumulator chains (GemmKey::woq_chains) forced on (1) or
+  // off (0); -1: as gemm_key_for decides for this CPU
+  int woq_chains = -1;
 };
 
 std::string describe(const KernelCase& c);

@@ -146,14 +146,23 @@ TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall
   GemmKey woq_gemm = int4_gemm, avx2_gemm = int4_gemm;
   woq_gemm.activation = ActivationKind::bf16;
   avx2_gemm.isa = Isa::avx2;
-  for (const GemmKey& key : {woq, small})
+  GemmKey woq_small = woq;
+  woq_small.bucket = MBucket::small;
+  EXPECT_EQ(tile_streaming_for(zen4, woq), kZen4GemvStreaming);  // a weight-only GEMV too
+  for (const GemmKey& key : {woq_small, small})
     EXPECT_EQ(tile_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
+  // ... summing in four chains there (GemmKey::woq_chains), and nowhere else.
+  EXPECT_TRUE(weight_only_gemv_chains(zen4, woq));
+  for (const GemmKey& key : {woq_small, gemv, small, avx2})
+    EXPECT_FALSE(weight_only_gemv_chains(zen4, key)) << kernel_name(key);
+  for (const CpuInfo& other : {zen3, zen5, intel})
+    EXPECT_FALSE(weight_only_gemv_chains(other, woq)) << other.family;
   EXPECT_EQ(tile_streaming_for(zen4, avx2), kGeneralDecodeStreaming);
   EXPECT_EQ(tile_streaming_for(zen4, int5_gemm), kZen4SubByteGemmStreaming);
   for (const GemmKey& key : {int8_gemm, woq_gemm, avx2_gemm})
     EXPECT_EQ(tile_streaming_for(zen4, key), kGeneralGemmStreaming) << kernel_name(key);
-  const Blocking woq_tile = default_blocking(woq, kZen4DecodeStreaming);
-  EXPECT_EQ(woq_tile.nr, default_blocking(woq, kGeneralDecodeStreaming).nr);
+  const Blocking woq_tile = default_blocking(woq_small, kZen4DecodeStreaming);
+  EXPECT_EQ(woq_tile.nr, default_blocking(woq_small, kGeneralDecodeStreaming).nr);
   EXPECT_EQ(woq_tile.prefetch_distance, 0);
 
   const Blocking general = default_blocking(gemv, kGeneralDecodeStreaming);
@@ -161,7 +170,13 @@ TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall
   EXPECT_EQ(general.prefetch_distance, 1024);
   GemmKey pair = gemv;
   pair.epilogue.swiglu = true;
-  for (const GemmKey& key : {gemv, pair}) {
+  GemmKey chained = woq, chained_pair = pair, chained_bf16 = gemv;
+  chained.woq_chains = chained_pair.woq_chains = chained_bf16.woq_chains = true;
+  chained_pair.activation = ActivationKind::f32;
+  chained_bf16.activation = ActivationKind::bf16;
+  chained_bf16.bits = 4;
+  chained_bf16.group = 128;
+  for (const GemmKey& key : {gemv, pair, chained, chained_pair, chained_bf16}) {
     const Blocking one = default_blocking(key, kZen4GemvStreaming);
     EXPECT_EQ(one.mr, 1);
     EXPECT_EQ(one.nr, 1) << kernel_name(key);
