@@ -103,8 +103,9 @@ TEST(HugePageArena, BuffersMovedInKeepTheirBytesInOrder) {
   const HugePageArena* raw = arena.get();
   arena.reset();  // the buffers hold it now
   for (std::size_t i = 0; i < buffers.size(); ++i) {
-    if (counts[i] > 0)
+    if (counts[i] > 0) {
       ASSERT_EQ(std::memcmp(buffers[i].data(), expected[i].data(), counts[i]), 0) << i;
+    }
     for (std::size_t j = counts[i]; j < buffers[i].held_bytes(); ++j)
       ASSERT_EQ(buffers[i].data()[j], 0) << "padding of buffer " << i;
   }
