@@ -27,28 +27,11 @@
 #include <utility>
 
 #include "jit/base/huge_page_arena.h"
+#include "jit/base/huge_page_mapping.h"
 
 namespace qforge {
 
 inline constexpr std::size_t kCacheLine = 64;
-inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-
-constexpr std::size_t round_up(std::size_t value, std::size_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 template <typename T>
 class AlignedBuffer {
  public:
@@ -106,30 +89,15 @@ class AlignedBuffer {
   const T& operator[](std::size_t i) const { return data_.get()[i]; }
 
  private:
-  // `mapped`: the length of the mapping, or 0 for memory from posix_memalign.
+  // `mapped`: the length of the huge-page memory, or 0 for memory from posix_memalign.
   static void* allocate(std::size_t bytes, std::size_t& mapped) {
-    if (bytes < kHugePage || kAddressSanitizer) {  // ASan checks heap memory, not mappings
+    if (bytes < kHugePage) {
       void* memory = nullptr;
-      if (posix_memalign(&memory, bytes < kHugePage ? kCacheLine : kHugePage, bytes) != 0)
-        throw std::bad_alloc();
+      if (posix_memalign(&memory, kCacheLine, bytes) != 0) throw std::bad_alloc();
       return memory;
     }
-    const std::size_t length = round_up(bytes, 4096);
-    void* region = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (region == MAP_FAILED) throw std::bad_alloc();
-    char* const start = static_cast<char*>(region);
-    char* const aligned =
-        reinterpret_cast<char*>(round_up(reinterpret_cast<std::uintptr_t>(start), kHugePage));
-    if (aligned > start) munmap(start, static_cast<std::size_t>(aligned - start));
-    char* const end = start + length + kHugePage;
-    if (end > aligned + length)
-      munmap(aligned + length, static_cast<std::size_t>(end - aligned - length));
-#ifdef MADV_HUGEPAGE
-    madvise(aligned, length, MADV_HUGEPAGE);
-#endif
-    mapped = length;
-    return aligned;
+    mapped = round_up(bytes, 4096);
+    return acquire_huge_page_aligned(mapped);
   }
 
   // A mapping of `mapped` bytes, memory from posix_memalign, or a piece of `arena`, which
@@ -140,7 +108,7 @@ class AlignedBuffer {
     void operator()(T* p) const {
       if (arena) return;
       if (mapped)
-        munmap(p, mapped);
+        release_huge_page_aligned(p, mapped);
       else
         std::free(p);
     }

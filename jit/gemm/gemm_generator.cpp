@@ -468,7 +468,7 @@ void GemmGenerator::emit_k_rows(int rows, int units, int count) {
 void GemmGenerator::emit_packed_row(int rows, int units, int disp_a, int disp_b, int disp_bits) {
   const int panels = units * panels_per_unit_;
   for (int pp = 0; pp < panels; ++pp) {
-    if (pass_panel_ >= 0 && pp != pass_panel_) continue;
+    if (!panel_active(pp)) continue;
     const std::int64_t base = pp * panel_bytes_ + disp_b;
     emit_panel_prefetch(base);
     for (int s = 0; s < slice_vectors_; ++s) {

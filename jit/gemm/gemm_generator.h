@@ -154,8 +154,9 @@ class GemmGenerator : public JitGenerator {
   // Vector t of a tile row: panel t / V, vector slice_first_ + t % V of that panel.
   int panel_of(int t) const { return t / slice_vectors_; }
   int vector_of(int t) const { return slice_first_ + t % slice_vectors_; }
-  // Whether the K loop being emitted reads vector t (every one, or pass_panel_'s).
-  bool active(int t) const { return pass_panel_ < 0 || panel_of(t) == pass_panel_; }
+  // Whether the K loop being emitted reads panel pp / vector t (all, or pass_panel_'s).
+  bool panel_active(int pp) const { return pass_panel_ < 0 || pp == pass_panel_; }
+  bool active(int t) const { return panel_active(panel_of(t)); }
 
   GemmKey key_;
   VectorIsa isa_;

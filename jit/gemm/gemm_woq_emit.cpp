@@ -53,7 +53,7 @@ void GemmGenerator::emit_woq_field(const Xmm& out, const Xmm& raw, int i) {
 void GemmGenerator::emit_woq_row_loads(int units, int disp_b) {
   const int panels = units * panels_per_unit_;
   for (int pp = 0; pp < panels; ++pp)
-    if (pass_panel_ < 0 || pp == pass_panel_) emit_panel_prefetch(pp * panel_bytes_ + disp_b);
+    if (panel_active(pp)) emit_panel_prefetch(pp * panel_bytes_ + disp_b);
   for (int t = 0; t < per_row(units); ++t)
     if (active(t))
       vmovups(woq_raw(t),

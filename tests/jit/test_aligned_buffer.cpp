@@ -116,7 +116,7 @@ TEST(HugePageArena, BuffersMovedInKeepTheirBytesInOrder) {
 
 // The arena's pages are huge pages, tails of each piece included.
 TEST(HugePageArena, IsOnHugePages) {
-  if (arena_detail::kAsan) GTEST_SKIP() << "under ASan the arena comes from the heap";
+  if (kAddressSanitizer) GTEST_SKIP() << "under ASan the arena comes from the heap";
   const std::string mode = thp_mode();
   if (mode != "always" && mode != "madvise")
     GTEST_SKIP() << "transparent huge pages are '" << mode << "' here";
