@@ -46,9 +46,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& o, bool with_quant) {
                   "off | emulate: AMX kernels through the instruction emulator on a CPU "
                   "without AMX (default: $QFORGE_AMX)");
   cmd->add_option("--woq-math", o.woq_math,
-                  "auto | f32 | bf16: how int4 weight-only layers multiply on zmm (auto: "
-                  "vdpbf16ps on bf16 activations where the CPU has AVX512-BF16, else f32 FMA; "
-                  "default: $QFORGE_WOQ_MATH or auto)");
+                  "auto | f32 | bf16: how weight-only layers multiply (auto: int4 on zmm "
+                  "with vdpbf16ps on bf16 activations where the CPU has AVX512-BF16, else f32 "
+                  "FMA, and decode rows on a VNNI ISA split into s8 digit rows for the integer "
+                  "kernels; f32: f32 FMA only; bf16: vdpbf16ps also under the emulator, no "
+                  "split; default: $QFORGE_WOQ_MATH or auto)");
   add_tuning_options(cmd, o.tuning);
 }
 

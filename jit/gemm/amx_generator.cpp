@@ -65,6 +65,9 @@ AmxGenerator::AmxGenerator(const GemmKey& key) : GemmGenerator(key, kMaxCodeByte
              "amx generator: weight-only kernels on tiles take int4 weights and bf16 "
              "activations (tdpbf16ps); the vector generator serves ",
              kernel_name(key));
+  QF_REQUIRE(key.split_digits() == 0,
+             "amx generator: split activations are for the vector generator's decode tiles, not ",
+             kernel_name(key));
   step_k_ = amx_step_k(key);
   step_a_bytes_ = amx_step_bytes(key);
   QF_REQUIRE(step_k_ != 0, "amx generator: unsupported group size ", key.group,

@@ -18,6 +18,11 @@ int max_tile_rows(MBucket bucket) {
   return 1;
 }
 
+TileRows tile_rows_of(const GemmKey& key) {
+  if (const int digits = key.split_digits()) return {digits, digits};
+  return {1, max_tile_rows(key.bucket)};
+}
+
 namespace {
 
 int fields_differing(const Blocking& a, const Blocking& b) {
@@ -31,7 +36,8 @@ std::vector<Blocking> blocking_candidates(const GemmKey& key) {
   const Blocking base = default_blocking(key);
   if (key.isa == Isa::amx) return {base};  // tiles are fixed by the AMX tile plan
   std::vector<Blocking> out;
-  for (int mr = 1; mr <= max_tile_rows(key.bucket); ++mr)
+  const TileRows rows = tile_rows_of(key);
+  for (int mr = rows.min; mr <= rows.max; ++mr)
     for (int nr = 1; nr <= kMaxTileUnits; ++nr)
       for (int unroll : kUnrollChoices)
         for (int prefetch : kPrefetchChoices) {

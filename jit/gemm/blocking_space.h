@@ -23,6 +23,12 @@ inline constexpr std::array<int, 4> kPrefetchChoices = {0, 512, 1024, 2048};
 
 // Rows worth holding in one register tile for an M bucket (more rows than M never run).
 int max_tile_rows(MBucket bucket);
+// The tile rows a key's blockings may have: 1 .. max_tile_rows(bucket), or exactly D for
+// a split key (its tile holds one row's D digit rows).
+struct TileRows {
+  int min = 1, max = 1;
+};
+TileRows tile_rows_of(const GemmKey& key);
 
 // Every blocking of the space that fits `key` (its own blocking field is ignored), the
 // analytic default first, then the rest ordered by how many fields differ from it.

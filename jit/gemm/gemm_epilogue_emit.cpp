@@ -4,6 +4,8 @@
 
 #include <bit>
 
+#include "jit/base/error.h"
+
 namespace qforge {
 
 using namespace Xbyak;
@@ -178,11 +180,31 @@ void GemmGenerator::emit_epilogue_from_registers(int rows, int units) {
       for (int t = 0; t < t_count; ++t) vmulps(y(r, t), y(r, t), epilogue_temp(0));
     }
   }
+  // Split activations: y(0) = y(0) + (y(1) + (... + y(D-1))), the tile's one output row.
+  const int out_rows = split_ ? 1 : rows;
+  if (split_)
+    for (int t = 0; t < t_count; ++t) {
+      for (int r = rows - 1; r >= 2; --r) vaddps(y(r - 1, t), y(r - 1, t), y(r, t));
+      vaddps(y(0, t), y(0, t), y(1, t));
+    }
+  // The output (and residual) row of the tile's first row: row_, or row_ / D split.
+  auto out_row = [&](const Reg64& dst) {
+    if (split_ == 0) {
+      mov(dst, row_);
+    } else if (split_ == 2) {
+      mov(dst, row_);
+      shr(dst, 1);
+    } else {
+      QF_REQUIRE(split_ == 3, "gemm generator: ", split_, " digit rows");
+      imul(dst, row_, 0x55555556);  // row_ = 3q < 2^31: (3q * (2^32 + 2) / 3) >> 32 = q
+      shr(dst, 32);
+    }
+  };
   // Pointers: out_ = c + (row * c_stride + unit * 16) elements; kloop_ = row step bytes.
   mov(kloop_, ptr[args_ + offsetof(GemmCallArgs, c_stride)]);
   if (element > 1) shl(kloop_, log2_of(element));
-  mov(out_, kloop_);
-  imul(out_, row_);
+  out_row(out_);
+  imul(out_, kloop_);
   add(out_, ptr[args_ + offsetof(GemmCallArgs, c)]);
   mov(tmp_, unit_);
   shl(tmp_, 4 + log2_of(element));
@@ -195,15 +217,15 @@ void GemmGenerator::emit_epilogue_from_registers(int rows, int units) {
   if (key_.epilogue.residual) {
     mov(gloop_, ptr[args_ + offsetof(GemmCallArgs, residual_stride)]);
     shl(gloop_, 2);
-    mov(bk_, gloop_);
-    imul(bk_, row_);
+    out_row(bk_);
+    imul(bk_, gloop_);
     add(bk_, ptr[args_ + offsetof(GemmCallArgs, residual)]);
     mov(tmp_, unit_);
     shl(tmp_, 6);
     add(bk_, tmp_);
   }
   const int tail = static_cast<int>(key_.n % 16);
-  for (int r = 0; r < rows; ++r) {
+  for (int r = 0; r < out_rows; ++r) {
     for (int u = 0; u < units; ++u) {
       if (tail == 0) {
         emit_unit_epilogue(r, u, 16);

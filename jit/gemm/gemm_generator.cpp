@@ -58,6 +58,10 @@ GemmGenerator::GemmGenerator(const GemmKey& key, std::size_t max_code_bytes, Geo
              kernel_name(key));
   QF_REQUIRE(!(woq_ && key.epilogue.output == OutputKind::group_sums),
              "gemm generator: a weight-only kernel has no integer group sums");
+  split_ = key.split_digits();
+  QF_REQUIRE(!(split_ && key.epilogue.output == OutputKind::group_sums),
+             "gemm generator: split activations sum their digit rows; no integer group sums in ",
+             kernel_name(key));
   plan_ = plan_registers(key, key.blocking);
   zmm_ = isa_.vector_bytes == 64;
   QF_REQUIRE(!bf16_ || (zmm_ && key.bits == 4),
@@ -230,7 +234,7 @@ void GemmGenerator::emit_row_loop(int units) {
   add(row_, mr);
   jmp(loop, T_NEAR);
   L(tail);
-  for (int rows = mr - 1; rows >= 1; --rows) {
+  for (int rows = mr - 1; rows >= 1 && split_ == 0; --rows) {  // a split M is a multiple of D
     Label next;
     cmp(tmp_, rows);
     jne(next, T_NEAR);

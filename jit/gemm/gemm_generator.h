@@ -38,6 +38,11 @@
 // and change the operand: per packed row and k, each column's operand field is masked in
 // place in its dword (operand * 2^p), converted and multiplied by the broadcast x[k] * 2^-p
 // (woq_fields.h):  acc += float(operand) * x           C = acc - bias * xsum (float)
+//
+// Split keys (activation s8x2 / s8x3, gemm_key.h) are integer kernels whose tile is the D
+// digit rows of one activation row: each digit row is scaled by its a like any s8 row,
+// then the epilogue sums them, the last (smallest) first, into the tile's one output row
+// (row r / D of C). M is a multiple of D; there are no row tails.
 // and the epilogue has no row scale to apply. bf16 keys (int4, zmm) look each pair of
 // nibbles up as bf16 operand - bias (vpermw) and multiply it by a bf16 pair of x
 // (vdpbf16ps): acc += v[k] x[k] + v[k'] x[k'], C = acc.
@@ -164,6 +169,7 @@ class GemmGenerator : public JitGenerator {
   bool zmm_;
   bool woq_;             // f32 or bf16 activations
   bool bf16_;            // bf16 pairs (woq_fields.h), vdpbf16ps
+  int split_ = 0;        // D of split activations: a tile is one row's D digit rows
   int a_element_bytes_;  // of the activation rows: 1 (s8), 4 (f32), 2 (bf16)
   int panels_per_unit_, vectors_per_panel_, vector_bytes_;
   int slice_vectors_;    // vectors of each panel per pass (register_budget.h)

@@ -33,14 +33,23 @@ const char* activation_name(ActivationKind kind) {
       return "f32";
     case ActivationKind::bf16:
       return "bf16";
+    case ActivationKind::s8x2:
+      return "s8x2";
+    case ActivationKind::s8x3:
+      return "s8x3";
   }
   return "?";
 }
 
+int split_digits(ActivationKind kind) {
+  return kind == ActivationKind::s8x2 ? 2 : kind == ActivationKind::s8x3 ? 3 : 0;
+}
+
 ActivationKind parse_activation(const std::string& name, const std::string& where) {
-  for (ActivationKind kind : {ActivationKind::s8, ActivationKind::f32, ActivationKind::bf16})
+  for (ActivationKind kind : {ActivationKind::s8, ActivationKind::f32, ActivationKind::bf16,
+                              ActivationKind::s8x2, ActivationKind::s8x3})
     if (name == activation_name(kind)) return kind;
-  fail(where, ": unknown activation kind '", name, "' (expected s8, f32 or bf16)");
+  fail(where, ": unknown activation kind '", name, "' (expected s8, f32, bf16, s8x2 or s8x3)");
 }
 
 std::string kernel_name(const GemmKey& key) {

@@ -40,9 +40,18 @@ struct Blocking {
 // The kernel's A operand: per-token s8 rows (W8A8 / W4A8: integer dot products), or the
 // f32 rows themselves (weight-only: the packed weights dequantized in registers, FMA), or
 // the rows rounded to bf16 pairs (weight-only int4 on zmm: nibbles looked up as bf16,
-// vdpbf16ps; AVX512-BF16).
-enum class ActivationKind : std::uint8_t { s8 = 0, f32, bf16 };
-const char* activation_name(ActivationKind kind);  // "s8" | "f32" | "bf16"
+// vdpbf16ps; AVX512-BF16), or each f32 row split into D s8 digit rows (weight-only decode
+// on the integer dot products: ops/quant/split_activations.h):
+//
+//   x = a_0 q_0 + a_1 q_1 + ... + a_{D-1} q_{D-1} + r     (q_d s8 rows, a_d their scales)
+//   y = sum_d a_d (q_d W^T)    the D digit rows a tile of D rows; the epilogue sums them
+//                              (smallest first) into the one output row, then bias, SwiGLU,
+//                              residual as for any row
+enum class ActivationKind : std::uint8_t { s8 = 0, f32, bf16, s8x2, s8x3 };
+// "s8" | "f32" | "bf16" | "s8x2" | "s8x3"
+const char* activation_name(ActivationKind kind);
+// D of a split kind (2, 3); 0 for the others.
+int split_digits(ActivationKind kind);
 // The kind named by `name`; throws qforge::Error naming `where` and the valid names.
 ActivationKind parse_activation(const std::string& name, const std::string& where);
 
@@ -51,8 +60,8 @@ ActivationKind parse_activation(const std::string& name, const std::string& wher
 // 6: the prefetch stream handoff to the next unit block (gemm_generator.h); 7: a one-chain
 // sub-byte zmm tile's high nibbles on a second accumulator; 8: a one-unit SwiGLU decode
 // tile's panels read one after the other; 9: weight-only GEMV keys with four accumulator
-// chains per vector
-inline constexpr int kGemmGeneratorVersion = 9;
+// chains per vector; 10: split activations (s8x2, s8x3)
+inline constexpr int kGemmGeneratorVersion = 10;
 
 struct GemmKey {
   Isa isa = Isa::avx2;
@@ -82,7 +91,11 @@ struct GemmKey {
   std::int64_t groups() const { return k_padded / group; }
   int panels_per_unit() const { return epilogue.swiglu ? 2 : 1; }
   std::int64_t units() const { return (n + 15) / 16; }
-  bool weight_only() const { return activation != ActivationKind::s8; }
+  // The float kernels (f32 / bf16 rows); a split key runs the integer inner loop.
+  bool weight_only() const {
+    return activation == ActivationKind::f32 || activation == ActivationKind::bf16;
+  }
+  int split_digits() const { return qforge::split_digits(activation); }
 };
 
 std::string kernel_name(const GemmKey& key);

@@ -52,6 +52,7 @@ RegisterPlan plan_registers(const GemmKey& key, const Blocking& b) {
 
 bool fits(const GemmKey& key, const Blocking& b) {
   if (b.mr < 1 || b.nr < 1 || b.k_unroll < 1 || b.prefetch_distance < 0) return false;
+  if (key.split_digits() != 0 && b.mr != key.split_digits()) return false;  // D digit rows
   const VectorIsa v = vector_isa_of(key.isa);
   const RegisterPlan plan = plan_registers(key, b);
   return plan.total() <= v.registers &&
@@ -64,10 +65,10 @@ Blocking default_blocking(const GemmKey& key) {
 
 Blocking default_blocking(const GemmKey& key, const TileStreaming& streaming) {
   if (key.isa == Isa::amx) return amx_blocking(key);  // tiles, not a register plan
-  const int max_rows = max_tile_rows(key.bucket);
+  const TileRows rows = tile_rows_of(key);
   Blocking best;
   double best_score = -1;
-  for (int mr = 1; mr <= max_rows; ++mr)
+  for (int mr = rows.min; mr <= rows.max; ++mr)
     for (int nr = 1; nr <= streaming.max_units; ++nr) {
       Blocking b{mr, nr, 4, streaming.prefetch_distance};
       if (!fits(key, b)) continue;

@@ -99,7 +99,7 @@ Json entry_to_json(const TuningKey& key, const TunedKernel& t) {
               {"prefetch_distance", t.blocking.prefetch_distance}}},
             {"default_us", rounded(t.default_us)},
             {"tuned_us", rounded(t.tuned_us)}};
-  if (s.weight_only()) j["activation"] = activation_name(s.activation);
+  if (s.activation != ActivationKind::s8) j["activation"] = activation_name(s.activation);
   if (s.superblock_groups) j["superblock_groups"] = s.superblock_groups;
   if (t.amx_min_m) j["amx_min_m"] = *t.amx_min_m;
   if (t.gemm_min_m) j["gemm_min_m"] = *t.gemm_min_m;

@@ -13,6 +13,7 @@
 #include "jit/gemm/register_budget.h"
 #include "jit/tune/active_tuning.h"
 #include "ops/linear/call_split.h"
+#include "ops/quant/split_activations.h"
 #include "ops/ref/gemm_reference.h"
 
 namespace qforge {
@@ -115,6 +116,8 @@ struct QuantizedLinear::CallPlans {
   std::int64_t gemm_min = 0;
   bool valid = false;
   std::optional<CallPlan> plans[3][2];  // [MBucket][on AMX tiles]
+  std::optional<CallPlan> split;        // one-row weight-only calls, split
+  std::uint64_t split_generation = 0;
 };
 
 QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa isa,
@@ -129,6 +132,22 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
   // Weight-only kernels are FMA on zmm or ymm (tiles only for bf16 math: below), and the
   // ymm VNNI ISA would only duplicate the AVX2 kernel.
   const bool amx_requested = isa_ == Isa::amx;
+  // One-row weight-only calls split into digit rows on the VNNI ISA asked for (automatic
+  // math only), where its generator serves the split key.
+  if (weight_only() && weight_only_math() == WeightOnlyMath::automatic &&
+      activation_ != ActivationKind::bf16) {
+    const Isa vnni = isa_ == Isa::amx ? Isa::avx512_vnni : isa_;
+    if ((vnni == Isa::avx512_vnni || vnni == Isa::avx_vnni) && isa_usable(vnni)) {
+      split_isa_ = vnni;
+      split_digits_ = weights_.bits() == 8 ? 3 : 2;
+      try {
+        CodeCache::global().get(split_key());
+      } catch (const Error& e) {
+        report_fallback_once(split_key(), isa_, e.what());
+        split_digits_ = 0;
+      }
+    }
+  }
   if (weight_only() && isa_ == Isa::amx) isa_ = Isa::avx512_vnni;
   if (weight_only() && isa_ == Isa::avx_vnni) isa_ = Isa::avx2;
   // int4 weight-only layers on zmm multiply bf16 pairs where the CPU has AVX512-BF16
@@ -189,7 +208,10 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
   key.asymmetric = h.asymmetric != 0;
   key.superblock_groups = h.superblock_groups;
   key.epilogue = epilogue;
-  key.bucket = bucket_of(m, tuned_gemm_min_rows(key).value_or(kDefaultGemmMinRows));
+  // A split key's tile is one row's digit rows: the small bucket's kernels.
+  key.bucket = key.split_digits() != 0
+                   ? MBucket::small
+                   : bucket_of(m, tuned_gemm_min_rows(key).value_or(kDefaultGemmMinRows));
   key.woq_chains = weight_only_gemv_chains(cpu_info(), key);
   key.blocking = tuned_blocking(key).value_or(default_blocking(key));
   return key;
@@ -198,6 +220,23 @@ GemmKey gemm_key_for(const PackedHeader& h, const Epilogue& epilogue, Isa isa, s
 GemmKey QuantizedLinear::key_for(std::int64_t m) const {
   const Isa isa = amx_ && m >= amx_min_rows() ? Isa::amx : isa_;
   return gemm_key_for(weights_.header, epilogue_, isa, m, activation_);
+}
+
+GemmKey QuantizedLinear::split_key() const {
+  QF_REQUIRE(split_digits_ != 0, "linear: this layer does not split its activations");
+  return gemm_key_for(weights_.header, epilogue_, split_isa_, split_digits_,
+                      split_digits_ == 3 ? ActivationKind::s8x3 : ActivationKind::s8x2);
+}
+
+QuantizedLinear::CallPlan QuantizedLinear::split_plan() const {
+  CallPlans& p = *plans_;
+  std::lock_guard lock(p.mutex);
+  const std::uint64_t generation = tuning_generation();
+  if (!p.split || p.split_generation != generation) {
+    p.split = CallPlan{CodeCache::global().get(split_key()).code, ThreadSplit::units};
+    p.split_generation = generation;
+  }
+  return *p.split;
 }
 
 QuantizedLinear::CallPlan QuantizedLinear::plan_for(std::int64_t m) const {
@@ -238,6 +277,7 @@ std::vector<GemmKey> QuantizedLinear::warmup_keys() const {
     const GemmKey key = key_for(m);
     if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   }
+  if (split_digits_ != 0) keys.push_back(split_key());
   return keys;
 }
 
@@ -256,12 +296,8 @@ void set_operand(GemmCallArgs& call, const FloatActivations& x) {
 }  // namespace
 
 template <typename Activations>
-void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* out,
-                          std::int64_t ldc, ThreadPool& pool) const {
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
+void QuantizedLinear::run(const Activations& x, const CallPlan& plan, const EpilogueArgs& args,
+                          void* out, std::int64_t ldc, ThreadPool& pool) const {
   QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
                  x.group == weights_.header.group,
              "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
@@ -276,7 +312,6 @@ void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* 
   call.m = x.m;
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
-  const CallPlan plan = plan_for(x.m);
   const std::int64_t units = (weights_.n() + 15) / 16;
   const GemmKernelFn fn = plan.code->kernel();
   const bool tiles = plan.code->key().isa == Isa::amx;
@@ -296,7 +331,11 @@ void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* 
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
                               std::int64_t ldc, ThreadPool& pool) const {
   QF_REQUIRE(!weight_only(), "linear: a weight-only layer takes f32 activations");
-  run(x, args, out, ldc, pool);
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
+  run(x, plan_for(x.m), args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& args, void* out,
@@ -306,7 +345,11 @@ void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& arg
              "-bit weights, the layer's are ", weights_.bits(), "-bit");
   QF_REQUIRE(x.bf16 == (activation_ == ActivationKind::bf16), "linear: ", x.bf16 ? "bf16" : "f32",
              " activations for a layer whose kernels take ", activation_name(activation_));
-  run(x, args, out, ldc, pool);
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
+  run(x, plan_for(x.m), args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
@@ -329,6 +372,14 @@ void QuantizedLinear::forward_normalized(const float* x, std::int64_t m, std::in
 void QuantizedLinear::forward_weight_only(const float* x, std::int64_t m, std::int64_t ldx,
                                           FloatActivations& scratch, const EpilogueArgs& args,
                                           void* out, std::int64_t ldc, ThreadPool& pool) const {
+  if (m == 1 && split_digits_ != 0 && isa_ != Isa::reference) {
+    QuantizedActivations& digits = scratch.split_rows;
+    prepare_split_activations(digits, split_digits_, 1, weights_.k(), weights_.header.k_padded,
+                              weights_.header.group);
+    split_activation_rows(x, ldx, split_digits_, 0, 1, digits);
+    run(digits, split_plan(), args, out, ldc, pool);
+    return;
+  }
   prepare_float_activations(scratch, m, weights_.k(), weights_.header.k_padded,
                             weights_.header.group, weights_.bits(),
                             activation_ == ActivationKind::bf16);

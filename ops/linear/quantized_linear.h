@@ -12,7 +12,9 @@
 // amx_min_rows() rows run the AMX kernel and smaller ones (decode) the zmm kernels; a
 // layer the AMX generator cannot serve stays on zmm. Weight-only layers run the FMA
 // kernels on zmm (AVX-512) or ymm (AVX2), int4 ones vdpbf16ps on zmm where the CPU has
-// AVX512-BF16 (weight_only_math), never on tiles.
+// AVX512-BF16 (weight_only_math), never on tiles. Their one-row (decode) calls on a VNNI
+// ISA split the row into s8 digit rows (three for int8 weights, two for int4;
+// ops/quant/split_activations.h) and run the integer kernels on them (a split key).
 #pragma once
 
 #include <cstdint>
@@ -56,12 +58,13 @@ void quantize_split(const float* x, std::int64_t ldx, float static_scale, Quanti
 void quantize_normalized_split(const float* x, std::int64_t ldx, const RmsNorm& norm,
                                float static_scale, QuantizedActivations& out, ThreadPool& pool);
 
-// How int4 weight-only layers multiply on zmm: f32 FMA on the f32 rows, or vdpbf16ps on
+// How weight-only layers multiply. int4 on zmm: f32 FMA on the f32 rows, or vdpbf16ps on
 // the rows rounded to bf16 (AVX512-BF16; the int4 operands are exact in bf16, so only x
-// is rounded). automatic (the default): bf16 where the CPU runs AVX512-BF16 natively; bf16:
-// also under the emulator; f32: never. Int8 weight-only layers always run f32 FMA. Read
-// once from QFORGE_WOQ_MATH (auto|f32|bf16); set_weight_only_math() (--woq-math) overrides
-// it for layers built afterwards.
+// is rounded). automatic (the default): bf16 where the CPU runs AVX512-BF16 natively, and
+// one-row calls on a VNNI ISA split into s8 digit rows (split_activations.h); bf16: bf16
+// also under the emulator, no split; f32: f32 FMA for every call. Int8 weight-only layers
+// run f32 FMA where they do not split. Read once from QFORGE_WOQ_MATH (auto|f32|bf16);
+// set_weight_only_math() (--woq-math) overrides it for layers built afterwards.
 enum class WeightOnlyMath { automatic, f32, bf16 };
 // The bf16 kernels run here: AVX512-BF16 natively (zmm usable under the cap) ...
 bool bf16_weight_only_native();
@@ -106,7 +109,8 @@ class QuantizedLinear {
   // Weight-only layers: y = epilogue(x W^T) with x the f32 rows (prepared for the weights).
   void forward(const FloatActivations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
                ThreadPool& pool) const;
-  // Copies x (M x K, leading dimension ldx) into `scratch` first.
+  // Copies x (M x K, leading dimension ldx) into `scratch` first; a one-row call of a
+  // layer with split_digits() splits it into scratch.split_rows and runs the split key.
   void forward_weight_only(const float* x, std::int64_t m, std::int64_t ldx,
                            FloatActivations& scratch, const EpilogueArgs& args, void* out,
                            std::int64_t ldc, ThreadPool& pool) const;
@@ -118,6 +122,10 @@ class QuantizedLinear {
     weights_.data.move_into(arena);
   }
   ActivationKind activation() const { return activation_; }
+  // D digit rows a one-row weight-only call is split into (0: not split).
+  int split_digits() const { return split_digits_; }
+  // The key of those calls (split_digits() > 0).
+  GemmKey split_key() const;
   bool weight_only() const { return activation_ != ActivationKind::s8; }
   const Epilogue& epilogue() const { return epilogue_; }
   Isa isa() const { return isa_; }  // the vector ISA (M below the AMX threshold)
@@ -136,8 +144,9 @@ class QuantizedLinear {
   // The call over either kind of activations (the reference path, or the plan's kernel
   // split over the pool).
   template <typename Activations>
-  void run(const Activations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
-           ThreadPool& pool) const;
+  void run(const Activations& x, const CallPlan& plan, const EpilogueArgs& args, void* out,
+           std::int64_t ldc, ThreadPool& pool) const;
+  CallPlan split_plan() const;
   struct CallPlans;
 
   PackedWeights weights_;
@@ -145,6 +154,8 @@ class QuantizedLinear {
   Isa isa_;
   ActivationKind activation_;
   bool amx_ = false;
+  Isa split_isa_ = Isa::reference;  // of the split key
+  int split_digits_ = 0;
   std::unique_ptr<CallPlans> plans_;
 };
 

@@ -24,6 +24,7 @@
 
 #include "jit/base/aligned_buffer.h"
 #include "jit/gemm/gemm_args.h"
+#include "ops/quant/activation.h"
 
 namespace qforge {
 
@@ -35,6 +36,9 @@ struct FloatActivations {
   AlignedBuffer<float> x;              // m x row_stride / 4 floats
   AlignedBuffer<std::uint16_t> pairs;  // bf16: m x row_stride / 2 values
   AlignedBuffer<float> group_sums;     // m x groups
+  // Decode calls of a layer that splits its rows (QuantizedLinear: split_activations.h)
+  // quantize them here instead.
+  QuantizedActivations split_rows;
 
   std::int64_t groups() const { return k_padded / group; }
   const float* row(std::int64_t r) const { return x.data() + r * (row_stride / 4); }

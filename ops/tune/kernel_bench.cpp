@@ -10,6 +10,7 @@
 #include "jit/cpu/cpu_info.h"
 #include "ops/linear/call_split.h"
 #include "ops/quant/pack.h"
+#include "ops/quant/split_activations.h"
 
 namespace qforge {
 namespace {
@@ -93,6 +94,9 @@ KernelBench::KernelBench(const GemmKey& shape, std::span<const std::int64_t> ms,
       prepare_float_activations(rows.xf, m, shape.k, shape.k_padded, shape.group, shape.bits,
                                 shape.activation == ActivationKind::bf16);
       copy_float_activation_rows(x.data(), shape.k, 0, m, rows.xf);
+    } else if (const int digits = shape.split_digits()) {  // each row's digit rows
+      prepare_split_activations(rows.x, digits, m, shape.k, shape.k_padded, shape.group);
+      split_activation_rows(x.data(), shape.k, digits, 0, m, rows.x);
     } else {
       prepare_activations(rows.x, m, shape.k, shape.k_padded, shape.group);
       quantize_activations(x.data(), shape.k, rows.x);
@@ -120,7 +124,7 @@ void KernelBench::call(const GemmGenerator& code, std::size_t i, ThreadSplit spl
   call.residual = shape_.epilogue.residual ? rows.residual.data() : nullptr;
   call.c_stride = shape_.n;
   call.residual_stride = shape_.n;
-  call.m = ms_[i];
+  call.m = shape_.weight_only() ? ms_[i] : rows.x.m;  // a split key: the digit rows
   call.out_scale = 0.05f;
   call.out_zero_point = 128.f;
   next_copy_ = next_copy_ + 1 == copies_ ? 0 : next_copy_ + 1;

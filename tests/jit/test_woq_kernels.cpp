@@ -106,6 +106,79 @@ TEST(WeightOnlyKernels, RandomShapesAndSplits) {
   }
 }
 
+// Split keys (s8x2, s8x3): each row's digit rows through the integer kernels, summed in
+// the epilogue, against the f32 rows' reference within the digits' residual.
+TEST(WeightOnlyKernels, SplitRowsMatchTheF32Reference) {
+  for (Isa isa : kernel_isas()) {
+    int index = 0;
+    for (const char* scheme : kSchemes)
+      for (int digits : {2, 3})
+        for (std::int64_t m : {1, 2, 3}) {
+          if (emulated(isa) && index++ % 4 != 0) continue;
+          for (std::int64_t n : {1, 15, 16, 17, 40, 130}) {
+            test::KernelCase c = tail_case(isa, m, n, scheme, 4);
+            c.split_digits = digits;
+            c.unit_splits = 1 + int(n % 3);
+            expect_kernel_matches(c);
+            if (HasFailure()) return;
+          }
+        }
+  }
+}
+
+TEST(WeightOnlyKernels, SplitRowsOnEveryBlockingThatFits) {
+  for (Isa isa : kernel_isas()) {
+    int checked = 0;
+    for (const char* scheme : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym"})
+      for (int digits : {2, 3})
+        for (int nr = 1; nr <= 8; ++nr)
+          for (int unroll : {1, 4}) {
+            if (emulated(isa) && nr > 2) continue;
+            test::KernelCase c;
+            c.isa = isa;
+            c.m = 2;
+            c.n = 16 * nr + 5;
+            c.k = 256;
+            c.scheme = parse_quant_scheme(scheme);
+            c.epilogue = float_epilogue(nr + digits);
+            c.seed = 900 + nr * 7 + digits;
+            c.split_digits = digits;
+            c.blocking = {digits, nr, unroll, nr % 2 ? 0 : 512};
+            c.default_blocking = false;
+            GemmKey key = test::key_for(
+                c,
+                pack_weights(test::random_floats(c.n * c.k, 1, 1.f).data(), c.n, c.k, c.scheme, 1)
+                    .header);
+            if (!fits(key, c.blocking)) continue;
+            expect_kernel_matches(c);
+            ++checked;
+            if (HasFailure()) return;
+          }
+    EXPECT_GT(checked, 0) << isa_name(isa);
+  }
+}
+
+TEST(WeightOnlyKernels, SplitKeysTakeTilesOfTheirDigitRows) {
+  GemmKey key;
+  key.isa = Isa::avx512_vnni;
+  key.n = 64;
+  key.k = key.k_padded = key.group = 256;
+  key.activation = ActivationKind::s8x3;
+  key.bucket = MBucket::small;
+  EXPECT_EQ(default_blocking(key).mr, 3);
+  EXPECT_FALSE(fits(key, Blocking{1, 1, 4, 0}));
+  EXPECT_FALSE(fits(key, Blocking{2, 1, 4, 0}));
+  EXPECT_TRUE(fits(key, Blocking{3, 1, 4, 0}));
+  EXPECT_FALSE(key.weight_only());
+  EXPECT_EQ(kernel_name(key).rfind("gemm_u8s8x3_", 0), 0u) << kernel_name(key);
+  key.blocking = default_blocking(key);
+  key.epilogue.output = OutputKind::group_sums;
+  EXPECT_THROW(GemmGenerator{key}, Error);
+  key.epilogue.output = OutputKind::f32;
+  key.isa = Isa::amx;
+  EXPECT_THROW(AmxGenerator{key}, Error);
+}
+
 TEST(WeightOnlyKernels, EveryBlockingThatFits) {
   for (Isa isa : kernel_isas()) {
     int checked = 0;
@@ -363,7 +436,9 @@ double layer_error(const QuantizedLinear& layer, const LayerProblem& p, ThreadPo
   FloatActivations scratch;
   std::vector<float> y(p.m * p.n);
   layer.forward_weight_only(p.x.data(), p.m, p.ldx(), scratch, EpilogueArgs{}, y.data(), p.n, pool);
-  const bool bf16_x = layer.activation() == ActivationKind::bf16;
+  // (a one-row call of a split layer quantizes x itself into digit rows, unrounded)
+  const bool bf16_x =
+      layer.activation() == ActivationKind::bf16 && !(p.m == 1 && layer.split_digits() != 0);
   double err = 0, ref_norm = 0;
   for (std::int64_t r = 0; r < p.m; ++r)
     for (std::int64_t c = 0; c < p.n; ++c) {
@@ -394,6 +469,41 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
       ASSERT_EQ(layer.activation(), ActivationKind::f32);
       // f16 offsets round a little beyond dequantize()'s s * (q - z); the float sums
       // add a few ulps of K.
+      EXPECT_LT(layer_error(layer, p, pool), 2e-4) << name << " M " << m;
+    }
+}
+
+// Under the automatic math a layer on a VNNI ISA splits its one-row calls into digit rows
+// (three for int8 weights, two for int4) and runs the split key; its output is still
+// y = x W^T in double over the dequantized weights, x unrounded. Other calls, and layers
+// on AVX2 or with the f32 math, run the float kernels.
+TEST(WeightOnlyKernels, OneRowCallsSplitIntoDigitRowsOnVnni) {
+  ThreadPool pool(2);
+  const WeightOnlyMath saved = weight_only_math();
+  const bool vnni = isa_usable(Isa::avx512_vnni) || isa_usable(Isa::avx_vnni);
+  for (const char* name : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym", "woq-int8-g64-asym"})
+    for (std::int64_t m : {1, 3}) {
+      const LayerProblem p = layer_problem(name, m, 61 + m);
+      const int bits = p.q.scheme.bits;
+      set_weight_only_math(WeightOnlyMath::automatic);
+      const QuantizedLinear layer(pack_quantized(p.q, 1), Epilogue{}, best_isa(),
+                                  ActivationKind::f32);
+      set_weight_only_math(WeightOnlyMath::f32);
+      const QuantizedLinear f32_layer(pack_quantized(p.q, 1), Epilogue{}, best_isa(),
+                                      ActivationKind::f32);
+      set_weight_only_math(saved);
+      EXPECT_EQ(f32_layer.split_digits(), 0);
+      if (!vnni) {
+        EXPECT_EQ(layer.split_digits(), 0) << "no VNNI ISA runs here";
+        continue;
+      }
+      ASSERT_EQ(layer.split_digits(), bits == 8 ? 3 : 2) << name;
+      const GemmKey key = layer.split_key();
+      EXPECT_EQ(key.activation, bits == 8 ? ActivationKind::s8x3 : ActivationKind::s8x2);
+      EXPECT_EQ(key.blocking.mr, layer.split_digits());
+      EXPECT_TRUE(key.isa == Isa::avx512_vnni || key.isa == Isa::avx_vnni) << isa_name(key.isa);
+      const auto warm = layer.warmup_keys();
+      EXPECT_NE(std::find(warm.begin(), warm.end(), key), warm.end());
       EXPECT_LT(layer_error(layer, p, pool), 2e-4) << name << " M " << m;
     }
 }

@@ -304,6 +304,28 @@ TEST(Executor, NormFusedIntoTheLayerInputIsBitIdentical) {
   }
 }
 
+// Decode steps of a weight-only model split each row into s8 digit rows on a VNNI ISA
+// (ops/quant/split_activations.h: three digits for int8 weights, two for int4); their
+// logits follow the same model's f32 kernels (--woq-math f32) step by step.
+TEST(Executor, SplitDecodeFollowsTheFloatWeightOnlyKernels) {
+  const bool vnni = isa_usable(Isa::avx512_vnni) || isa_usable(Isa::avx_vnni);
+  const WeightOnlyMath saved = weight_only_math();
+  for (const char* quant : {"woq-int8", "woq-int4-g128"}) {
+    SCOPED_TRACE(quant);
+    set_weight_only_math(WeightOnlyMath::automatic);
+    Session split(gguf_path(), quant, "", /*threads=*/2);
+    set_weight_only_math(WeightOnlyMath::f32);
+    Session f32(gguf_path(), quant, "", /*threads=*/2);
+    set_weight_only_math(saved);
+    const auto* layer = dynamic_cast<const JitLinear*>(split.model.weights.layers[0].wqkv.get());
+    ASSERT_NE(layer, nullptr);
+    EXPECT_EQ(layer->quantized().split_digits() != 0, vnni);
+    const std::vector<int> tokens = split.model.tokenizer.encode(kPrompt, true, false);
+    expect_logits_near(all_logits(split, tokens, false), all_logits(f32, tokens, false),
+                       split.executor.vocab_size(), 1e-3f);
+  }
+}
+
 TEST(Executor, PrefillLongerThanOneChunk) {
   Session session(gguf_path(), "f32", "");
   std::vector<int> tokens;

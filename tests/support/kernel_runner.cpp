@@ -1,5 +1,6 @@
 #include "tests/support/kernel_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
 #include "ops/linear/quantized_linear.h"
+#include "ops/quant/split_activations.h"
 #include "ops/ref/gemm_reference.h"
 #include "tests/support/random_data.h"
 
@@ -21,11 +23,14 @@ std::string describe(const KernelCase& c) {
   if (!c.default_blocking) s << " blocking " << c.blocking.mr << "x" << c.blocking.nr;
   if (c.float_offsets) s << " float offsets";
   if (c.scheme.weight_only) s << (c.bf16 ? " (bf16 activations)" : " (f32 activations)");
+  if (c.split_digits) s << " split into " << c.split_digits << " digit rows";
   return s.str();
 }
 
 GemmKey key_for(const KernelCase& c, const PackedHeader& h) {
   const ActivationKind activation = !c.scheme.weight_only ? ActivationKind::s8
+                                    : c.split_digits == 2 ? ActivationKind::s8x2
+                                    : c.split_digits == 3 ? ActivationKind::s8x3
                                     : c.bf16              ? ActivationKind::bf16
                                                           : ActivationKind::f32;
   GemmKey key = gemm_key_for(h, c.epilogue, c.isa, c.m, activation);
@@ -64,6 +69,30 @@ double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, 
   return double(w.k()) * std::ldexp(1.0, -22) * magnitude;
 }
 
+// sum_k |dequantized w[k]| of column `lane` of `panel`, bounded above: sum of (|operand| +
+// bias) * |scale| (+ g * |offset|) over its groups.
+double column_magnitude(const PackedWeights& w, std::int64_t panel, int lane) {
+  const PackedGeometry& geo = w.geometry;
+  const std::int64_t g = w.header.group;
+  const int bias = operand_bias(w.bits(), w.asymmetric());
+  double magnitude = 0;
+  for (std::int64_t j = 0; j < geo.groups; ++j) {
+    const std::uint8_t* group = packed_group(w.panel(panel), geo, j);
+    double sum = 0;
+    for (std::int64_t i = 0; i < g; ++i) sum += packed_operand(group, w.bits(), lane, i) + bias;
+    magnitude += sum * std::fabs(packed_scale(w.panel(panel), geo, j, lane));
+    if (w.asymmetric())
+      magnitude += double(g) * std::fabs(packed_offset(w.panel(panel), geo, j, lane));
+  }
+  return magnitude;
+}
+
+// How far the D digit rows of a row leave it from x, over max |x| of the row: the last
+// residual (split_activations.h) and one f32 rounding of each residual computed before it.
+double split_residual_fraction(int digits) {
+  return 1.0 / (2.0 * 127.0 * std::pow(254.0, digits - 1)) + std::ldexp(1.0, -23);
+}
+
 }  // namespace
 
 std::string check_kernel(const KernelCase& c) {
@@ -86,10 +115,15 @@ std::string check_kernel(const KernelCase& c) {
   const bool weight_only = c.scheme.weight_only;
   QuantizedActivations xq;
   FloatActivations xf;
+  const int digits = c.split_digits;
   if (weight_only) {
     prepare_float_activations(xf, m, k, packed.header.k_padded, packed.header.group,
                               packed.header.bits, c.bf16);
     copy_float_activation_rows(x.data(), k, 0, m, xf);
+    if (digits) {
+      prepare_split_activations(xq, digits, m, k, packed.header.k_padded, packed.header.group);
+      split_activation_rows(x.data(), k, digits, 0, m, xq);
+    }
   } else {
     prepare_activations(xq, m, k, packed.header.k_padded, packed.header.group);
     quantize_activations(x.data(), k, xq);
@@ -120,7 +154,7 @@ std::string check_kernel(const KernelCase& c) {
   }
 
   GemmCallArgs call;
-  if (weight_only) {
+  if (weight_only && !digits) {
     set_call_operand(call, xf);
   } else {
     call.a = xq.xq.data();
@@ -133,7 +167,7 @@ std::string check_kernel(const KernelCase& c) {
   call.residual = residual.data();
   call.c_stride = ldc;
   call.residual_stride = n + 5;
-  call.m = m;
+  call.m = digits ? m * digits : m;
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
   const std::int64_t units = key.units();
@@ -201,14 +235,27 @@ std::string check_kernel(const KernelCase& c) {
         const std::int64_t p = col / kPanelWidth;
         const int lane = static_cast<int>(col % kPanelWidth);
         const std::int64_t gate_panel = pair ? 2 * p : p;
-        const double tg = weight_only_tolerance(packed, xf, r, gate_panel, lane);
+        double tg = weight_only_tolerance(packed, xf, r, gate_panel, lane);
         double bound = tg;
+        // A split row adds the digits' residual: max |x| * fraction * sum |w|.
+        double max_x = 0;
+        for (std::int64_t i = 0; i < k; ++i)
+          max_x = std::max(max_x, double(std::fabs(x[r * k + i])));
+        const double split = digits ? max_x * split_residual_fraction(digits) : 0;
+        tg += split * column_magnitude(packed, gate_panel, lane);
+        bound = tg;
         if (pair) {
-          const double tu = weight_only_tolerance(packed, xf, r, gate_panel + 1, lane);
+          const double tu = weight_only_tolerance(packed, xf, r, gate_panel + 1, lane) +
+                            split * column_magnitude(packed, gate_panel + 1, lane);
           // |d(silu(g) u)| <= 1.1 |u| dg + |silu(g)| du, with |u|, |silu(g)| bounded by
-          // their magnitudes (the bound itself / 2^-22 / K).
+          // max |x| * sum |w| of their columns split
+          // (the bound itself / 2^-22 / K unsplit)
           const double scale = double(k) * std::ldexp(1.0, -22);
-          bound = 1.1 * (tu / scale) * tg + 1.1 * (tg / scale) * tu;
+          const double mg =
+              digits ? max_x * column_magnitude(packed, gate_panel, lane) : tg / scale;
+          const double mu =
+              digits ? max_x * column_magnitude(packed, gate_panel + 1, lane) : tu / scale;
+          bound = 1.1 * mu * tg + 1.1 * mg * tu;
         }
         tolerance += static_cast<float>(bound);
       }

@@ -28,6 +28,9 @@ struct KernelCase {
   // weight-only zmm GEMVs: four accumulator chains (GemmKey::woq_chains) forced on (1) or
   // off (0); -1: as gemm_key_for decides for this CPU
   int woq_chains = -1;
+  // weight-only only: each row split into this many s8 digit rows (2 or 3; the split keys
+  // s8x2 / s8x3, ops/quant/split_activations.h), checked against the f32 rows' reference
+  int split_digits = 0;
 };
 
 std::string describe(const KernelCase& c);
