@@ -60,7 +60,7 @@ ActivationKind parse_activation(const std::string& name, const std::string& wher
 // 6: the prefetch stream handoff to the next unit block (gemm_generator.h); 7: a one-chain
 // sub-byte zmm tile's high nibbles on a second accumulator; 8: a one-unit SwiGLU decode
 // tile's panels read one after the other; 9: weight-only GEMV keys with four accumulator
-// chains per vector; 10: split activations (s8x2, s8x3)
+// chains per vector; 10: split activations (s8x2, s8x3), on Zen 4 one unit a tile
 inline constexpr int kGemmGeneratorVersion = 10;
 
 struct GemmKey {

@@ -8,7 +8,8 @@
 //       general         8       8      1024
 //       Zen 4           8       8         0     a GEMV (M = 1): 1 unit, so a thread's
 //                                               chunk of adjacent panels is read front to
-//                                               back (weight-only: with four chains)
+//                                               back (weight-only: with four chains;
+//                                               a split key's digit rows alike)
 //     GEMM (M >= 5)
 //       general         4       8         0
 //       Zen 4, int4/5   4       2      1024     taller tiles: fewer nibble unpacks per dot

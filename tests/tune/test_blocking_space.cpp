@@ -149,6 +149,12 @@ TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall
   GemmKey woq_small = woq;
   woq_small.bucket = MBucket::small;
   EXPECT_EQ(tile_streaming_for(zen4, woq), kZen4GemvStreaming);  // a weight-only GEMV too
+  GemmKey split = small;  // and a one-row call split into digit rows (its bucket: small)
+  split.activation = ActivationKind::s8x2;
+  EXPECT_EQ(tile_streaming_for(zen4, split), kZen4GemvStreaming);
+  EXPECT_EQ(default_blocking(split).mr, 2);
+  for (const CpuInfo& other : {zen3, zen5, intel})
+    EXPECT_EQ(tile_streaming_for(other, split), kGeneralDecodeStreaming) << other.family;
   for (const GemmKey& key : {woq_small, small})
     EXPECT_EQ(tile_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
   // ... summing in four chains there (GemmKey::woq_chains), and nowhere else.
