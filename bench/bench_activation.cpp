@@ -9,6 +9,9 @@
 // (quantize_normalized_split) against the norm writing f32 rows (one thread, as the
 // executor ran it) and then the split pass; fused_ratio = fused / separate for the pass,
 // layer_ratio for norm + pass + kernel, each dynamic and static.
+// BM_SplitActivations: one decode row split into D s8 digit rows (split_activations.h, the
+// weight-only decode operand of a VNNI ISA) against the f32 copy the float weight-only
+// kernels read and the one s8 row W8A8 reads; split_us, copy_us, quantize_us (medians).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -21,7 +24,9 @@
 #include "ops/linear/quantized_linear.h"
 #include "ops/norm/rmsnorm.h"
 #include "ops/quant/activation.h"
+#include "ops/quant/float_activations.h"
 #include "ops/quant/pack.h"
+#include "ops/quant/split_activations.h"
 
 namespace {
 
@@ -127,6 +132,39 @@ void BM_NormFusedActivations(benchmark::State& state) {
   state.counters["separate_share"] = median(separate) / median(layer_separate);
 }
 
+// One row of K, D digits (range 1); the three preparations in turns.
+void BM_SplitActivations(benchmark::State& state) {
+  const std::int64_t k = state.range(0);
+  const int digits = static_cast<int>(state.range(1));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> x(static_cast<std::size_t>(k));
+  for (float& v : x) v = dist(rng);
+  qforge::QuantizedActivations split, xq;
+  qforge::FloatActivations xf;
+  qforge::prepare_split_activations(split, digits, 1, k, k, 128);
+  qforge::prepare_activations(xq, 1, k, k, 128);
+  qforge::prepare_float_activations(xf, 1, k, k, 128, digits == 3 ? 8 : 4);
+  std::vector<double> split_s, copy_s, quantize_s;
+  for (auto _ : state) {
+    auto start = Clock::now();
+    qforge::split_activation_rows(x.data(), k, digits, 0, 1, split);
+    split_s.push_back(seconds_since(start));
+    start = Clock::now();
+    qforge::copy_float_activation_rows(x.data(), k, 0, 1, xf);
+    copy_s.push_back(seconds_since(start));
+    start = Clock::now();
+    qforge::quantize_activations(x.data(), k, xq);
+    quantize_s.push_back(seconds_since(start));
+    state.SetIterationTime(split_s.back());
+  }
+  state.counters["K"] = double(k);
+  state.counters["digits"] = digits;
+  state.counters["split_us"] = median(split_s) * 1e6;
+  state.counters["copy_us"] = median(copy_s) * 1e6;
+  state.counters["quantize_us"] = median(quantize_s) * 1e6;
+}
+
 // TinyLlama's qkv (2048 -> 2560) and down (5632 -> 2048) at a 512-token prefill, and a
 // decode row.
 BENCHMARK(BM_StaticActivations)
@@ -146,5 +184,11 @@ BENCHMARK(BM_NormFusedActivations)
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+// TinyLlama's K: 2048 (qkv, wo, gate/up) and 5632 (down); int4's two digits, int8's three.
+BENCHMARK(BM_SplitActivations)
+    ->ArgsProduct({{2048, 5632}, {2, 3}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

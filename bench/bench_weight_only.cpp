@@ -17,7 +17,9 @@
 //   bf16_ratio            the same over the vdpbf16ps peak, where it runs natively
 //   vs_w8a8               W8A8 time / weight-only time (above 1: weight-only is faster)
 // math 0: f32 FMA kernels; 1: vdpbf16ps on bf16 activations (int4, registered where
-// AVX512-BF16 runs natively; the label's kernel name says which ran).
+// AVX512-BF16 runs natively); 2: the automatic math, whose one-row calls split into s8
+// digit rows on a VNNI ISA (M = 1, registered where a VNNI ISA runs; the activation split
+// is timed with the call). The label's kernel name says which ran.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -38,11 +40,12 @@
 namespace qforge::bench {
 namespace {
 
-// Args: N, K, M, bits (8: int8 per-channel, 4: int4-g128), threads, math (0 f32, 1 bf16).
+// Args: N, K, M, bits (8: int8 per-channel, 4: int4-g128), threads, math (0 f32, 1 bf16,
+// 2 automatic: split one-row calls).
 void BM_WeightOnly(benchmark::State& state) {
   const std::int64_t n = state.range(0), k = state.range(1), m = state.range(2);
   const int bits = static_cast<int>(state.range(3)), threads = static_cast<int>(state.range(4));
-  const bool bf16 = state.range(5) != 0;
+  const bool bf16 = state.range(5) == 1, split = state.range(5) == 2;
   const QuantScheme scheme = parse_quant_scheme(bits == 8 ? "int8" : "int4-g128");
   std::vector<float> w(static_cast<std::size_t>(n * k));
   std::mt19937 rng(static_cast<unsigned>(n + k));
@@ -54,7 +57,8 @@ void BM_WeightOnly(benchmark::State& state) {
   const int copies = rotation_copies(m, bytes);
   std::vector<std::unique_ptr<QuantizedLinear>> woq, w8a8;
   const WeightOnlyMath saved = weight_only_math();
-  set_weight_only_math(WeightOnlyMath::f32);  // bf16 only where asked for below
+  // bf16 only where asked for below; the split only under the automatic math
+  set_weight_only_math(split ? WeightOnlyMath::automatic : WeightOnlyMath::f32);
   for (int c = 0; c < copies; ++c) {
     woq.push_back(std::make_unique<QuantizedLinear>(
         copy_of(first), Epilogue{}, best_isa(), bf16 ? ActivationKind::bf16 : ActivationKind::f32));
@@ -98,6 +102,7 @@ void BM_WeightOnly(benchmark::State& state) {
   state.counters["bits"] = bits;
   state.counters["threads"] = threads;
   state.counters["bf16_math"] = bf16 ? 1 : 0;
+  state.counters["split_digits"] = m == 1 ? woq[0]->split_digits() : 0;
   state.counters["GBps"] = gbps;
   state.counters["bw_ratio"] = gbps / read_bandwidth_gbps(threads);
   if (read_probe)
@@ -107,7 +112,8 @@ void BM_WeightOnly(benchmark::State& state) {
   if (const double bf16 = bf16_peak_gflops(threads); bf16 > 0)
     state.counters["bf16_ratio"] = gflops / bf16;
   state.counters["vs_w8a8"] = tq / tw;
-  state.SetLabel(kernel_name(woq[0]->key_for(m)));
+  state.SetLabel(
+      kernel_name(m == 1 && woq[0]->split_digits() ? woq[0]->split_key() : woq[0]->key_for(m)));
 }
 
 // The floating-point limits: f32 FMA (zmm or ymm), vdpbf16ps and tdpbf16ps (skipped with
@@ -131,10 +137,13 @@ void register_all() {
     benchmark::RegisterBenchmark("BM_FloatPeaks", BM_FloatPeaks)->Arg(t)->Iterations(1);
   const std::int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
   const bool bf16_native = bf16_weight_only_native();
+  const bool vnni = isa_usable(Isa::avx512_vnni) || isa_usable(Isa::avx_vnni);
   for (int bits : {8, 4})
-    for (int math : {0, 1}) {
+    for (int math : {0, 1, 2}) {
       if (math == 1 && (bits != 4 || !bf16_native)) continue;
-      for (std::int64_t m : {1, 4, 128})
+      if (math == 2 && !vnni) continue;
+      for (std::int64_t m : {1, 4, 128}) {
+        if (math == 2 && m != 1) continue;
         for (int t : {1, 2})
           for (const auto& s : shapes)
             benchmark::RegisterBenchmark("BM_WeightOnly", BM_WeightOnly)
@@ -142,6 +151,7 @@ void register_all() {
                 ->UseManualTime()
                 ->MinTime(0.5)
                 ->Unit(benchmark::kMicrosecond);
+      }
     }
 }
 
