@@ -14,9 +14,12 @@ TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
   const TileStreaming general = gemm ? kGeneralGemmStreaming : kGeneralDecodeStreaming;
   if (key.isa != Isa::avx512_vnni || !is_zen4(cpu)) return general;
   if (gemm) return key.bits < 8 && !key.weight_only() ? kZen4SubByteGemmStreaming : general;
-  // A split key's tile is one row's digit rows: a GEMV too.
-  return key.bucket == MBucket::one || key.split_digits() != 0 ? kZen4GemvStreaming
-                                                               : kZen4DecodeStreaming;
+  // A split key's tile is one row's digit rows: a GEMV, whose broadcasts more units share
+  // once the digit rows outgrow the narrow bound.
+  if (key.split_digits() != 0)
+    return key.split_digits() * key.k_padded > kZen4NarrowSplitBytes ? kZen4WideSplitStreaming
+                                                                     : kZen4GemvStreaming;
+  return key.bucket == MBucket::one ? kZen4GemvStreaming : kZen4DecodeStreaming;
 }
 
 bool weight_only_gemv_chains(const CpuInfo& cpu, const GemmKey& key) {

@@ -8,8 +8,10 @@
 //       general         8       8      1024
 //       Zen 4           8       8         0     a GEMV (M = 1): 1 unit, so a thread's
 //                                               chunk of adjacent panels is read front to
-//                                               back (weight-only: with four chains;
-//                                               a split key's digit rows alike)
+//                                               back (weight-only: with four chains)
+//       Zen 4, split    4       8         0     a split key's D digit rows: 1 unit while
+//                                               they hold at most 4 KB (D x Kp bytes),
+//                                               else up to 4 units sharing each broadcast
 //     GEMM (M >= 5)
 //       general         4       8         0
 //       Zen 4, int4/5   4       2      1024     taller tiles: fewer nibble unpacks per dot
@@ -32,8 +34,16 @@
 //   tile, in turns, fast bandwidth state: bf16 int4-g128 59.1 against 47.4 GB/s
 //   (5632 x 2048), 55.9 / 46.1 (2048 x 2048), the SwiGLU pair 47.6 / 38.7 (4 units); f32
 //   int8 48.6 / 47.6, 46.1 / 48.2, pair 46.7 / 47.5 (compute-bound either way).
+//   split keys, cold copies, 2 threads, the kernels in rotating order each turn, fast
+//   state (58.6-61.7 GB/s), 1 / 2 / 4 units: int4 (2 digits) 5632 x 2048 0.933 / 0.621 /
+//   0.751 of the paired read, its SwiGLU pair 0.907-0.918 / 0.727, 2048 x 5632 (11 KB of
+//   digits) 0.716 / 0.772 / 0.863; int8 (3 digits, 6 KB at K 2048) 5632 x 2048 0.845 /
+//   0.799 / 0.846, pair 0.787-0.798 / 0.823 / (3 units) 0.839, 2048 x 5632 (17 KB) 0.790 /
+//   0.894 / 0.916; the slow state (35-38 GB/s) within 0.03 either way.
 // AVX2 tiles keep the general rule everywhere (not measured on Zen 4).
 #pragma once
+
+#include <cstdint>
 
 #include "jit/cpu/cpu_info.h"
 #include "jit/gemm/gemm_key.h"
@@ -58,6 +68,9 @@ inline constexpr TileStreaming kGeneralDecodeStreaming{};
 inline constexpr TileStreaming kGeneralGemmStreaming{4, 4 * 2, 0};  // panels: no extra bound
 inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // M = 1
 inline constexpr TileStreaming kZen4DecodeStreaming{8, kMaxDecodeStreams, 0};  // other decode
+inline constexpr TileStreaming kZen4WideSplitStreaming{4, kMaxDecodeStreams, 0};
+// Digit-row bytes (D x Kp) up to which a split key on Zen 4 keeps the GEMV rule.
+inline constexpr std::int64_t kZen4NarrowSplitBytes = 4096;
 inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 / int5, M >= 5
 
 // The rule for `cpu` running `key`'s tile: the general one for its bucket unless the key

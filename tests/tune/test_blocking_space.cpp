@@ -151,8 +151,13 @@ TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall
   EXPECT_EQ(tile_streaming_for(zen4, woq), kZen4GemvStreaming);  // a weight-only GEMV too
   GemmKey split = small;  // and a one-row call split into digit rows (its bucket: small)
   split.activation = ActivationKind::s8x2;
-  EXPECT_EQ(tile_streaming_for(zen4, split), kZen4GemvStreaming);
+  EXPECT_EQ(tile_streaming_for(zen4, split), kZen4GemvStreaming);  // 2 x 2048 digit bytes
   EXPECT_EQ(default_blocking(split).mr, 2);
+  GemmKey wide_split = split;  // 3 x 2048 digit bytes: up to 4 units share each broadcast
+  wide_split.activation = ActivationKind::s8x3;
+  EXPECT_EQ(tile_streaming_for(zen4, wide_split), kZen4WideSplitStreaming);
+  EXPECT_EQ(default_blocking(wide_split, kZen4WideSplitStreaming).nr, 4);
+  EXPECT_EQ(default_blocking(wide_split, kZen4WideSplitStreaming).mr, 3);
   for (const CpuInfo& other : {zen3, zen5, intel})
     EXPECT_EQ(tile_streaming_for(other, split), kGeneralDecodeStreaming) << other.family;
   for (const GemmKey& key : {woq_small, small})
