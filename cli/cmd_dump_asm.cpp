@@ -324,7 +324,9 @@ void register_dump_asm(CLI::App& app) {
   cmd->add_option("--epilogue", o->epilogue, "Epilogue (" + std::string(kEpilogueNames) + ")");
   cmd->add_option("--activation", o->activation,
                   "Activation operand: s8 (W8A8 / W4A8, default) | f32 (weight-only) | bf16 "
-                  "(weight-only int4 on avx512-vnni: vdpbf16ps; on amx: tdpbf16ps)");
+                  "(weight-only int4 on avx512-vnni: vdpbf16ps; on amx: tdpbf16ps) | s8x2, "
+                  "s8x3 (weight-only decode: one row split into 2 or 3 s8 digit rows, a tile "
+                  "of them)");
   o->mr = cmd->add_option("--mr", o->blocking.mr, "Rows per register tile (MR)");
   o->nr = cmd->add_option("--nr", o->blocking.nr, "16-column units per register tile (NR)");
   o->k_unroll = cmd->add_option("--k-unroll", o->blocking.k_unroll, "Packed rows per K step");

@@ -10,6 +10,7 @@
 #include "jit/gemm/amx_generator.h"
 #include "jit/gemm/gemm_generator.h"
 #include "jit/gemm/register_budget.h"
+#include "jit/gemm/tile_streaming.h"
 #include "ops/linear/quantized_linear.h"
 #include "ops/linear/thread_pool.h"
 #include "ops/tune/blocking_search.h"
@@ -24,15 +25,25 @@ struct Task {
   std::vector<std::int64_t> ms;
 };
 
-// Distinct shapes x buckets, decode first (M = 1), then GEMM (M >= 5), then M = 2..4.
+// Distinct shapes x buckets, decode first (M = 1), then GEMM (M >= 5), then M = 2..4. A
+// split key (one row's digit rows, only ever called for M = 1) is one task of its own, in
+// the bucket gemm_key_for gives it, after the decode tasks.
 std::vector<Task> plan_tasks(std::span<const GemmKey> keys, std::span<const std::int64_t> ms) {
-  std::vector<GemmKey> shapes;
+  std::vector<GemmKey> shapes, split_shapes;
   std::unordered_set<TuningKey, TuningKeyHash> seen;
   for (GemmKey key : keys) {
+    if (key.split_digits() != 0) {
+      if (seen.insert(tuning_key_of(key, 1)).second) split_shapes.push_back(key);
+      continue;
+    }
     key.bucket = MBucket::one;
     if (seen.insert(tuning_key_of(key, 1)).second) shapes.push_back(key);
   }
   std::vector<Task> tasks;
+  for (GemmKey shape : split_shapes) {
+    shape.blocking = default_blocking(shape);
+    tasks.push_back({shape, {1}});
+  }
   for (MBucket bucket : {MBucket::one, MBucket::large, MBucket::small}) {
     std::vector<std::int64_t> in_bucket;
     for (std::int64_t m : ms)
@@ -42,6 +53,8 @@ std::vector<Task> plan_tasks(std::span<const GemmKey> keys, std::span<const std:
     if (in_bucket.empty()) continue;
     for (GemmKey shape : shapes) {
       shape.bucket = bucket;
+      // The chains are the M = 1 weight-only key's (the CPU's rule), not the other buckets'.
+      shape.woq_chains = weight_only_gemv_chains(cpu_info(), shape);
       shape.blocking = default_blocking(shape);
       tasks.push_back({shape, in_bucket});
     }
@@ -231,7 +244,7 @@ TuneReport tune_kernels(std::span<const GemmKey> model_keys, const TunerOptions&
         add_result(task, found, bench.weight_bytes(), options, db, report);
         if (task.shape.bucket == MBucket::large)
           tune_thread_split(task, found.best, pool, deadline, db, report);
-        if (task.shape.bucket == MBucket::small)
+        if (task.shape.bucket == MBucket::small && task.shape.split_digits() == 0)
           tune_crossover(task, found.best, pool, deadline, db, report);
       } catch (const std::exception& e) {
         report.notes.push_back(name + ": skipped (" + e.what() + ")");

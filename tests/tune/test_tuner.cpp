@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 
 #include "jit/cpu/isa.h"
@@ -84,6 +85,44 @@ TEST(Tuner, TinyBudgetWritesADatabaseThisCpuAccepts) {
     EXPECT_EQ(key.threads, 1);
     EXPECT_GT(tuned.default_us, 0);
   }
+}
+
+// A weight-only model: every bucket's keys are generated and tuned (the M = 1 key's
+// accumulator chains stay with M = 1), and where a VNNI ISA runs, the split keys of its
+// one-row calls are tuned once each, for M = 1 only.
+TEST(Tuner, WeightOnlyModelTunesEveryBucketAndItsSplitKeys) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a 20 s tuning budget measures nothing under ThreadSanitizer's slowdown";
+#endif
+  const test::ScopedIsaCap cap(Isa::avx512_vnni);
+  const WeightOnlyMath saved = weight_only_math();
+  set_weight_only_math(WeightOnlyMath::automatic);
+  const std::vector<GemmKey> keys = model_keys("woq-int8");
+  set_weight_only_math(saved);
+  std::set<std::string> split_names;  // distinct shapes (the layers share them)
+  for (const GemmKey& key : keys)
+    if (key.split_digits() != 0) split_names.insert(kernel_name(key));
+  const std::size_t split_keys = split_names.size();
+  const bool vnni = isa_usable(Isa::avx512_vnni) || isa_usable(Isa::avx_vnni);
+  EXPECT_EQ(split_keys > 0, vnni);
+  TunerOptions options;
+  options.threads = 1;
+  options.budget_seconds = 20;
+  options.ms = {1, 6};
+  TuningDb db(cpu_signature());
+  const TuneReport report = tune_kernels(keys, options, db);
+  for (const std::string& note : report.notes)
+    EXPECT_EQ(note.find("skipped"), std::string::npos) << note;
+  EXPECT_EQ(report.tasks, 10u + split_keys);  // 5 shapes x 2 buckets, and the split keys
+  std::size_t split_rows = 0;
+  for (const TunedMeasurement& row : report.rows) {
+    EXPECT_TRUE(fits(row.key, row.key.blocking)) << kernel_name(row.key);
+    if (row.key.split_digits() == 0) continue;
+    ++split_rows;
+    EXPECT_EQ(row.m, 1) << kernel_name(row.key);
+    EXPECT_EQ(row.key.blocking.mr, row.key.split_digits());
+  }
+  EXPECT_LE(split_rows, split_keys);
 }
 
 // On two threads the tuner also decides how calls are made: the small-M task writes the
