@@ -296,8 +296,12 @@ void set_operand(GemmCallArgs& call, const FloatActivations& x) {
 }  // namespace
 
 template <typename Activations>
-void QuantizedLinear::run(const Activations& x, const CallPlan& plan, const EpilogueArgs& args,
-                          void* out, std::int64_t ldc, ThreadPool& pool) const {
+void QuantizedLinear::run(const Activations& x, const EpilogueArgs& args, void* out,
+                          std::int64_t ldc, ThreadPool& pool, const CallPlan* split) const {
+  if (isa_ == Isa::reference) {
+    gemm_reference(weights_, x, epilogue_, args, out, ldc);
+    return;
+  }
   QF_REQUIRE(x.k == weights_.k() && x.k_padded == weights_.header.k_padded &&
                  x.group == weights_.header.group,
              "linear: activations do not match the weights (K ", x.k, " vs ", weights_.k(), ")");
@@ -312,6 +316,7 @@ void QuantizedLinear::run(const Activations& x, const CallPlan& plan, const Epil
   call.m = x.m;
   call.out_scale = args.out_scale;
   call.out_zero_point = static_cast<float>(args.out_zero_point);
+  const CallPlan plan = split != nullptr ? *split : plan_for(x.m);
   const std::int64_t units = (weights_.n() + 15) / 16;
   const GemmKernelFn fn = plan.code->kernel();
   const bool tiles = plan.code->key().isa == Isa::amx;
@@ -331,11 +336,7 @@ void QuantizedLinear::run(const Activations& x, const CallPlan& plan, const Epil
 void QuantizedLinear::forward(const QuantizedActivations& x, const EpilogueArgs& args, void* out,
                               std::int64_t ldc, ThreadPool& pool) const {
   QF_REQUIRE(!weight_only(), "linear: a weight-only layer takes f32 activations");
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
-  run(x, plan_for(x.m), args, out, ldc, pool);
+  run(x, args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& args, void* out,
@@ -345,11 +346,7 @@ void QuantizedLinear::forward(const FloatActivations& x, const EpilogueArgs& arg
              "-bit weights, the layer's are ", weights_.bits(), "-bit");
   QF_REQUIRE(x.bf16 == (activation_ == ActivationKind::bf16), "linear: ", x.bf16 ? "bf16" : "f32",
              " activations for a layer whose kernels take ", activation_name(activation_));
-  if (isa_ == Isa::reference) {
-    gemm_reference(weights_, x, epilogue_, args, out, ldc);
-    return;
-  }
-  run(x, plan_for(x.m), args, out, ldc, pool);
+  run(x, args, out, ldc, pool);
 }
 
 void QuantizedLinear::forward(const float* x, std::int64_t m, std::int64_t ldx,
@@ -377,7 +374,8 @@ void QuantizedLinear::forward_weight_only(const float* x, std::int64_t m, std::i
     prepare_split_activations(digits, split_digits_, 1, weights_.k(), weights_.header.k_padded,
                               weights_.header.group);
     split_activation_rows(x, ldx, split_digits_, 0, 1, digits);
-    run(digits, split_plan(), args, out, ldc, pool);
+    const CallPlan plan = split_plan();
+    run(digits, args, out, ldc, pool, &plan);
     return;
   }
   prepare_float_activations(scratch, m, weights_.k(), weights_.header.k_padded,

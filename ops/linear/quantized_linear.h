@@ -142,10 +142,10 @@ class QuantizedLinear {
 
  private:
   // The call over either kind of activations (the reference path, or the plan's kernel
-  // split over the pool).
+  // split over the pool): plan_for(x.m)'s, or `split`'s for a split call's digit rows.
   template <typename Activations>
-  void run(const Activations& x, const CallPlan& plan, const EpilogueArgs& args, void* out,
-           std::int64_t ldc, ThreadPool& pool) const;
+  void run(const Activations& x, const EpilogueArgs& args, void* out, std::int64_t ldc,
+           ThreadPool& pool, const CallPlan* split = nullptr) const;
   CallPlan split_plan() const;
   struct CallPlans;
 

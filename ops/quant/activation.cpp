@@ -10,6 +10,7 @@
 
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
+#include "ops/quant/round_avx2.h"
 
 namespace qforge {
 
@@ -52,6 +53,8 @@ void check_finite_row(const float* x, std::int64_t k, std::int64_t row) {
     QF_REQUIRE(std::isfinite(x[i]), "activations: x[", row, "][", i, "] is not finite");
 }
 
+}  // namespace
+
 // row_scale and check_finite_row in one 8-wide pass (max is exact: the same scale).
 __attribute__((target("avx2,fma"))) float checked_row_scale_avx2(const float* x, std::int64_t k,
                                                                  std::int64_t row) {
@@ -76,6 +79,8 @@ __attribute__((target("avx2,fma"))) float checked_row_scale_avx2(const float* x,
   return m / 127.f;
 }
 
+namespace {
+
 // Sums xq per group for row r, reading back the bytes just written.
 void row_group_sums(const QuantizedActivations& out, std::int64_t r, std::int32_t* sums) {
   for (std::int64_t j = 0; j < out.groups(); ++j) {
@@ -96,14 +101,11 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
   const bool fused_sums = group % 8 == 0;
   const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   __m256 not_finite = _mm256_setzero_ps();
-  // (x / a) rounded half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5.
+  // (x / a) rounded half away from zero (round_avx2.h).
   const __m256 div = _mm256_set1_ps(a);
   const float inverse = 1.f / a;
   const __m256 mul = _mm256_set1_ps(inverse);
-  const __m256 half = _mm256_set1_ps(0.5f);
-  const __m256 one = _mm256_set1_ps(1.f);
   const __m256 sign_bit = _mm256_set1_ps(-0.f);
-  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
   std::int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     const __m256 xi = _mm256_loadu_ps(x + i);
@@ -111,11 +113,7 @@ __attribute__((target("avx2,fma"))) bool quantize_row_avx2(const float* x, std::
       not_finite = _mm256_or_ps(
           not_finite, _mm256_cmp_ps(_mm256_andnot_ps(sign_bit, xi), infinity, _CMP_NLT_UQ));
     const __m256 v = kReciprocal ? _mm256_mul_ps(xi, mul) : _mm256_div_ps(xi, div);
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
-    const __m256 step = _mm256_or_ps(_mm256_and_ps(sign_bit, v), one);  // copysign(1, v)
-    const __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
-    const __m256i q_signed = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    const __m256i q_signed = _mm256_cvtps_epi32(round_half_away_clamped_avx2(v));
     if (fused_sums) {
       __m128i h =
           _mm_add_epi32(_mm256_castsi256_si128(q_signed), _mm256_extracti128_si256(q_signed, 1));

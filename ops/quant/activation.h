@@ -66,6 +66,10 @@ void quantize_normalized_rows(const float* x, std::int64_t ldx, const RmsNorm& n
                               float static_scale, std::int64_t first, std::int64_t count,
                               QuantizedActivations& out);
 
+// max |x| / 127 of one row of K values (AVX2, the CPU must have it); throws qforge::Error
+// naming x[row][i] for the first value that is not finite.
+float checked_row_scale_avx2(const float* x, std::int64_t k, std::int64_t row);
+
 // Rounds half away from zero; the single definition both paths follow.
 float round_half_away(float v);
 

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "jit/base/error.h"
 #include "jit/cpu/cpu_info.h"
+#include "ops/quant/round_avx2.h"
 
 namespace qforge {
 namespace {
@@ -19,48 +19,13 @@ void check_digits(int digits) {
              " digit rows (expected 2 or 3)");
 }
 
-// r -= a * float(q), one rounding per value (fma).
-__attribute__((target("avx2,fma"))) void subtract_digit_avx2(float* r, const std::int8_t* q,
-                                                             float a, std::int64_t k) {
-  const __m256 scale = _mm256_set1_ps(a);
-  std::int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    const __m256i q32 =
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
-    const __m256 digit = _mm256_cvtepi32_ps(q32);
-    _mm256_storeu_ps(r + i, _mm256_fnmadd_ps(scale, digit, _mm256_loadu_ps(r + i)));
-  }
-  for (; i < k; ++i) r[i] = std::fma(-a, static_cast<float>(q[i]), r[i]);
-}
-
-void subtract_digit(float* r, const std::int8_t* q, float a, std::int64_t k) {
-  if (cpu_info().isa.avx2 && cpu_info().isa.fma) {
-    subtract_digit_avx2(r, q, a, k);
-    return;
-  }
-  for (std::int64_t i = 0; i < k; ++i) r[i] = std::fma(-a, static_cast<float>(q[i]), r[i]);
-}
-
-// max |x| over K values, or -1 where one is infinite or NaN.
-__attribute__((target("avx2,fma"))) float checked_max_abs_avx2(const float* x, std::int64_t k) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.f);
-  const __m256 infinity = _mm256_set1_ps(std::numeric_limits<float>::infinity());
-  __m256 max_abs = _mm256_setzero_ps(), not_finite = _mm256_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    const __m256 a = _mm256_andnot_ps(sign_bit, _mm256_loadu_ps(x + i));
-    not_finite = _mm256_or_ps(not_finite, _mm256_cmp_ps(a, infinity, _CMP_NLT_UQ));
-    max_abs = _mm256_max_ps(max_abs, a);
-  }
+// The sum of a vector's 8 lanes.
+__attribute__((target("avx2,fma"))) float lane_sum(__m256 v) {
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, max_abs);
-  float m = *std::max_element(lanes, lanes + 8);
-  bool finite = _mm256_movemask_ps(not_finite) == 0;
-  for (; i < k; ++i) {
-    finite = finite && std::isfinite(x[i]);
-    m = std::max(m, std::fabs(x[i]));
-  }
-  return finite ? m : -1.f;
+  _mm256_store_ps(lanes, v);
+  float total = 0;
+  for (float lane : lanes) total += lane;
+  return total;
 }
 
 // One digit row in one pass: q = clamp(round_half_away(r / a)) (r times the reciprocal),
@@ -73,21 +38,12 @@ __attribute__((target("avx2,fma"))) float digit_pass_avx2(const float* r, std::i
   const bool fused_sums = group % 8 == 0;
   const float inverse = 1.f / a;
   const __m256 mul = _mm256_set1_ps(inverse), scale = _mm256_set1_ps(a);
-  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.f);
   const __m256 sign_bit = _mm256_set1_ps(-0.f);
-  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
   __m256 max_abs = _mm256_setzero_ps(), group_sum = _mm256_setzero_ps();
   std::int64_t i = 0;
   for (; i + 8 <= k; i += 8) {
     const __m256 ri = _mm256_loadu_ps(r + i);
-    const __m256 v = _mm256_mul_ps(ri, mul);
-    // half away from zero: t = trunc(v); t += sign(v) where |v - t| >= 0.5
-    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 frac = _mm256_andnot_ps(sign_bit, _mm256_sub_ps(v, t));
-    const __m256 step = _mm256_or_ps(_mm256_and_ps(sign_bit, v), one);
-    const __m256 rounded =
-        _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
-    const __m256 q = _mm256_min_ps(_mm256_max_ps(rounded, lo), hi);
+    const __m256 q = round_half_away_clamped_avx2(_mm256_mul_ps(ri, mul));
     if (next != nullptr) {
       const __m256 left = _mm256_fnmadd_ps(scale, q, ri);
       _mm256_storeu_ps(next + i, left);
@@ -100,19 +56,13 @@ __attribute__((target("avx2,fma"))) float digit_pass_avx2(const float* r, std::i
     if (fused_sums) {
       group_sum = _mm256_add_ps(group_sum, q);  // exact: |sum| <= 127 g < 2^24
       if ((i + 8) % group == 0) {
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, group_sum);
-        float total = 0;
-        for (float lane : lanes) total += lane;
-        sums[i / group] = static_cast<std::int32_t>(total);
+        sums[i / group] = static_cast<std::int32_t>(lane_sum(group_sum));
         group_sum = _mm256_setzero_ps();
       }
     }
   }
+  float tail_sum = lane_sum(group_sum);
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, group_sum);
-  float tail_sum = 0;
-  for (float lane : lanes) tail_sum += lane;
   _mm256_store_ps(lanes, max_abs);
   float m = *std::max_element(lanes, lanes + 8);
   for (; i < k; ++i) {
@@ -134,23 +84,25 @@ __attribute__((target("avx2,fma"))) void split_row_avx2(const float* x, std::int
                                                         QuantizedActivations& out,
                                                         std::vector<float>& residual) {
   const std::int64_t k = out.k;
-  float max_abs = checked_max_abs_avx2(x, k);
-  if (max_abs < 0.f) fail("split activations: row ", r, " of x holds a value that is not finite");
+  float a = 0;  // this digit's scale: max |r_d| / 127
+  try {
+    a = checked_row_scale_avx2(x, k, r);
+  } catch (const Error&) {
+    fail("split activations: row ", r, " of x holds a value that is not finite");
+  }
   const float* from = x;
   for (int d = 0; d < digits; ++d) {
     const std::int64_t row = r * digits + d;
     std::int8_t* xq = out.xq.data() + row * out.row_stride;
     std::int32_t* sums = out.group_sums.data() + row * out.groups();
-    const float a = max_abs / 127.f;
     out.scale[row] = a;
     std::fill(sums, sums + out.groups(), 0);
     if (a == 0.f) {  // nothing left: this digit and the ones after it are zero
       std::memset(xq, 0, static_cast<std::size_t>(k));
-      max_abs = 0.f;
       continue;
     }
     float* next = d + 1 < digits ? residual.data() : nullptr;
-    max_abs = digit_pass_avx2(from, k, a, out.group, xq, sums, next);
+    a = digit_pass_avx2(from, k, a, out.group, xq, sums, next) / 127.f;
     from = residual.data();
     if (out.group % 8 != 0)
       for (std::int64_t i = 0; i < k; ++i) sums[i / out.group] += xq[i];
@@ -190,7 +142,9 @@ void split_activation_rows(const float* x, std::int64_t ldx, int digits, std::in
       }
       if (d + 1 == digits) break;
       if (d == 0) residual.assign(row, row + out.k);
-      subtract_digit(residual.data(), out.row(digit_row), out.scale[digit_row], out.k);
+      const float a = out.scale[digit_row];
+      for (std::int64_t i = 0; i < out.k; ++i)  // r -= a q, one rounding (fma)
+        residual[i] = std::fma(-a, static_cast<float>(out.row(digit_row)[i]), residual[i]);
     }
   }
 }

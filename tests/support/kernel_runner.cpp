@@ -47,12 +47,12 @@ namespace {
 constexpr std::uint8_t kPoison = 0xA5;
 constexpr int kGuardBytes = 256;
 
-// What a weight-only kernel's float sums can be off by for output column `col` of row m
-// (within its half `panel`): each group's acc = sum x * operand is a float sum of g
-// products, so its error is a few ulps of K times the largest partial sums; a generous
-// bound is K * 2^-22 times sum |x| * (|operand| + bias) * |scale| + |xsum| * |offset|.
-double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, std::int64_t m,
-                             std::int64_t panel, int lane) {
+// sum over column `lane` of `panel`'s groups j of sum_i abs_x(j g + i) * (|operand| + bias)
+// * |scale| + abs_xsum(j) * |offset|: an upper bound of sum_k |x[k]| |w[k]| for weights
+// w = scale * (operand - bias) + offset.
+template <typename AbsX, typename AbsXsum>
+double column_magnitude(const PackedWeights& w, std::int64_t panel, int lane, const AbsX& abs_x,
+                        const AbsXsum& abs_xsum) {
   const PackedGeometry& geo = w.geometry;
   const std::int64_t g = w.header.group;
   const int bias = operand_bias(w.bits(), w.asymmetric());
@@ -61,30 +61,31 @@ double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, 
     const std::uint8_t* group = packed_group(w.panel(panel), geo, j);
     double sum = 0;
     for (std::int64_t i = 0; i < g; ++i)
-      sum += std::fabs(x.value(m, j * g + i)) * (packed_operand(group, w.bits(), lane, i) + bias);
+      sum += abs_x(j * g + i) * (packed_operand(group, w.bits(), lane, i) + bias);
     magnitude += sum * std::fabs(packed_scale(w.panel(panel), geo, j, lane));
     if (w.asymmetric())
-      magnitude += std::fabs(x.sums(m)[j] * packed_offset(w.panel(panel), geo, j, lane));
+      magnitude += abs_xsum(j) * std::fabs(packed_offset(w.panel(panel), geo, j, lane));
   }
+  return magnitude;
+}
+
+// What a weight-only kernel's float sums can be off by for output column `col` of row m
+// (within its half `panel`): each group's acc = sum x * operand is a float sum of g
+// products, so its error is a few ulps of K times the largest partial sums; a generous
+// bound is K * 2^-22 times sum |x| * (|operand| + bias) * |scale| + |xsum| * |offset|.
+double weight_only_tolerance(const PackedWeights& w, const FloatActivations& x, std::int64_t m,
+                             std::int64_t panel, int lane) {
+  const double magnitude = column_magnitude(
+      w, panel, lane, [&](std::int64_t k) { return std::fabs(double(x.value(m, k))); },
+      [&](std::int64_t j) { return std::fabs(double(x.sums(m)[j])); });
   return double(w.k()) * std::ldexp(1.0, -22) * magnitude;
 }
 
-// sum_k |dequantized w[k]| of column `lane` of `panel`, bounded above: sum of (|operand| +
-// bias) * |scale| (+ g * |offset|) over its groups.
+// sum_k |dequantized w[k]| of column `lane` of `panel`, bounded above (|x| = 1).
 double column_magnitude(const PackedWeights& w, std::int64_t panel, int lane) {
-  const PackedGeometry& geo = w.geometry;
-  const std::int64_t g = w.header.group;
-  const int bias = operand_bias(w.bits(), w.asymmetric());
-  double magnitude = 0;
-  for (std::int64_t j = 0; j < geo.groups; ++j) {
-    const std::uint8_t* group = packed_group(w.panel(panel), geo, j);
-    double sum = 0;
-    for (std::int64_t i = 0; i < g; ++i) sum += packed_operand(group, w.bits(), lane, i) + bias;
-    magnitude += sum * std::fabs(packed_scale(w.panel(panel), geo, j, lane));
-    if (w.asymmetric())
-      magnitude += double(g) * std::fabs(packed_offset(w.panel(panel), geo, j, lane));
-  }
-  return magnitude;
+  const double g = double(w.header.group);
+  return column_magnitude(
+      w, panel, lane, [](std::int64_t) { return 1.0; }, [g](std::int64_t) { return g; });
 }
 
 // How far the D digit rows of a row leave it from x, over max |x| of the row: the last
