@@ -14,11 +14,14 @@ TileStreaming tile_streaming_for(const CpuInfo& cpu, const GemmKey& key) {
   const TileStreaming general = gemm ? kGeneralGemmStreaming : kGeneralDecodeStreaming;
   if (key.isa != Isa::avx512_vnni || !is_zen4(cpu)) return general;
   if (gemm) return key.bits < 8 && !key.weight_only() ? kZen4SubByteGemmStreaming : general;
-  // A split key's tile is one row's digit rows: a GEMV, whose broadcasts more units share
-  // once the digit rows outgrow the narrow bound.
-  if (key.split_digits() != 0)
+  // A split key's tile is one row's digit rows: a GEMV, whose int8 panel streams far ahead
+  // when it is not a pair, and whose broadcasts more units share once the digit rows
+  // outgrow the narrow bound.
+  if (key.split_digits() != 0) {
+    if (key.bits == 8 && !key.epilogue.swiglu) return kZen4Int8SplitStreaming;
     return key.split_digits() * key.k_padded > kZen4NarrowSplitBytes ? kZen4WideSplitStreaming
                                                                      : kZen4GemvStreaming;
+  }
   return key.bucket == MBucket::one ? kZen4GemvStreaming : kZen4DecodeStreaming;
 }
 

@@ -12,6 +12,8 @@
 //       Zen 4, split    4       8         0     a split key's D digit rows: 1 unit while
 //                                               they hold at most 4 KB (D x Kp bytes),
 //                                               else up to 4 units sharing each broadcast
+//         int8, no pair 1       8      4096     an int8 split key without a SwiGLU pair:
+//                                               1 unit, 64 lines ahead in its stream
 //     GEMM (M >= 5)
 //       general         4       8         0
 //       Zen 4, int4/5   4       2      1024     taller tiles: fewer nibble unpacks per dot
@@ -40,6 +42,13 @@
 //   digits) 0.716 / 0.772 / 0.863; int8 (3 digits, 6 KB at K 2048) 5632 x 2048 0.845 /
 //   0.799 / 0.846, pair 0.787-0.798 / 0.823 / (3 units) 0.839, 2048 x 5632 (17 KB) 0.790 /
 //   0.894 / 0.916; the slow state (35-38 GB/s) within 0.03 either way.
+//   Two digit rows for int8 (the same harness, 980-2,820 fast turns a shape): 5632 x 2048
+//   1 unit 0.935, with prefetch 4096 0.937 (2048: 0.892); 2048 x 5632 4 units 0.916, 1
+//   unit 0.884, 1 unit with prefetch 4096 **0.942**; the SwiGLU pair 1 unit 0.916, with
+//   prefetch 1024 / 2048 0.799 / 0.786, 2 units 0.836; three digits' best 0.921 / 0.918 /
+//   0.841. Prefetch costs the int4 split keys (two digits too): 5632 x 2048 0.911 -> 0.837
+//   at 2048 bytes, 2048 x 5632 (4 units) 0.849 -> 0.757 at 1 unit and 4096, the pair 0.913
+//   -> 0.620; so only int8 keys without a pair take it.
 // AVX2 tiles keep the general rule everywhere (not measured on Zen 4).
 #pragma once
 
@@ -69,6 +78,7 @@ inline constexpr TileStreaming kGeneralGemmStreaming{4, 4 * 2, 0};  // panels: n
 inline constexpr TileStreaming kZen4GemvStreaming{1, kMaxDecodeStreams, 0};    // M = 1
 inline constexpr TileStreaming kZen4DecodeStreaming{8, kMaxDecodeStreams, 0};  // other decode
 inline constexpr TileStreaming kZen4WideSplitStreaming{4, kMaxDecodeStreams, 0};
+inline constexpr TileStreaming kZen4Int8SplitStreaming{1, kMaxDecodeStreams, 4096};
 // Digit-row bytes (D x Kp) up to which a split key on Zen 4 keeps the GEMV rule.
 inline constexpr std::int64_t kZen4NarrowSplitBytes = 4096;
 inline constexpr TileStreaming kZen4SubByteGemmStreaming{4, 2, 1024};  // int4 / int5, M >= 5

@@ -132,14 +132,17 @@ QuantizedLinear::QuantizedLinear(PackedWeights weights, Epilogue epilogue, Isa i
   // Weight-only kernels are FMA on zmm or ymm (tiles only for bf16 math: below), and the
   // ymm VNNI ISA would only duplicate the AVX2 kernel.
   const bool amx_requested = isa_ == Isa::amx;
-  // One-row weight-only calls split into digit rows on the VNNI ISA asked for (automatic
-  // math only), where its generator serves the split key.
+  // One-row weight-only calls split into two digit rows on the VNNI ISA asked for
+  // (automatic math only), where its generator serves the split key. Two digits keep x to
+  // 1/64516 of its row's largest value, far inside the int8 weights' own rounding (1/254
+  // of theirs), and read faster than three on Zen 4 (docs/PERFORMANCE.md, "Zen 4: two
+  // digit rows for int8").
   if (weight_only() && weight_only_math() == WeightOnlyMath::automatic &&
       activation_ != ActivationKind::bf16) {
     const Isa vnni = isa_ == Isa::amx ? Isa::avx512_vnni : isa_;
     if ((vnni == Isa::avx512_vnni || vnni == Isa::avx_vnni) && isa_usable(vnni)) {
       split_isa_ = vnni;
-      split_digits_ = weights_.bits() == 8 ? 3 : 2;
+      split_digits_ = kWeightOnlySplitDigits;
       try {
         CodeCache::global().get(split_key());
       } catch (const Error& e) {

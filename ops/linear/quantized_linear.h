@@ -13,7 +13,7 @@
 // layer the AMX generator cannot serve stays on zmm. Weight-only layers run the FMA
 // kernels on zmm (AVX-512) or ymm (AVX2), int4 ones vdpbf16ps on zmm where the CPU has
 // AVX512-BF16 (weight_only_math), never on tiles. Their one-row (decode) calls on a VNNI
-// ISA split the row into s8 digit rows (three for int8 weights, two for int4;
+// ISA split the row into two s8 digit rows (kWeightOnlySplitDigits;
 // ops/quant/split_activations.h) and run the integer kernels on them (a split key).
 #pragma once
 
@@ -43,6 +43,10 @@ GemmKey gemm_key_for(const PackedHeader& header, const Epilogue& epilogue, Isa i
 inline constexpr std::int64_t kDefaultAmxMinRows = 16;
 std::int64_t amx_min_rows();
 void set_amx_min_rows(std::int64_t rows);  // rows >= 1
+
+// The digit rows a one-row weight-only call splits into (split_activations.h), int8 and
+// int4 weights alike; the generator also serves three (s8x3: x to f32's own rounding).
+inline constexpr int kWeightOnlySplitDigits = 2;
 
 // Quantizes x into `out` (prepared for its M rows): calls of at least kSplitQuantizeRows
 // rows and kSplitQuantizeValues values split their rows over the pool's threads

@@ -9,7 +9,8 @@
 //   x = a_0 q_0 + ... + a_{D-1} q_{D-1} + r_D,   |r_D| <= max |x| / (2 * 127 * 254^(D-1))
 //
 // D = 2 leaves x to 1/64516 of its row's largest value (finer than bf16's 2^-9 of each
-// value), D = 3 to 1/16387064 (f32's own rounding, 2^-24). A split kernel (GemmKey
+// value; what QuantizedLinear splits into, kWeightOnlySplitDigits), D = 3 to 1/16387064
+// (f32's own rounding, 2^-24). A split kernel (GemmKey
 // activation s8x2 / s8x3) multiplies every digit row by the packed weights with the
 // integer dot products and sums the rows' scaled outputs into one row, so weight-only
 // decode streams its weights at the W8A8 kernels' rate instead of converting each

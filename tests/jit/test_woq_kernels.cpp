@@ -474,7 +474,7 @@ TEST(WeightOnlyKernels, LayerMatchesTheDequantizedWeightsInDouble) {
 }
 
 // Under the automatic math a layer on a VNNI ISA splits its one-row calls into digit rows
-// (three for int8 weights, two for int4) and runs the split key; its output is still
+// (kWeightOnlySplitDigits, int8 and int4 alike) and runs the split key; its output is still
 // y = x W^T in double over the dequantized weights, x unrounded. Other calls, and layers
 // on AVX2 or with the f32 math, run the float kernels.
 TEST(WeightOnlyKernels, OneRowCallsSplitIntoDigitRowsOnVnni) {
@@ -484,7 +484,6 @@ TEST(WeightOnlyKernels, OneRowCallsSplitIntoDigitRowsOnVnni) {
   for (const char* name : {"woq-int8", "woq-int4-g128", "woq-int4-g32-asym", "woq-int8-g64-asym"})
     for (std::int64_t m : {1, 3}) {
       const LayerProblem p = layer_problem(name, m, 61 + m);
-      const int bits = p.q.scheme.bits;
       set_weight_only_math(WeightOnlyMath::automatic);
       const QuantizedLinear layer(pack_quantized(p.q, 1), Epilogue{}, best_isa(),
                                   ActivationKind::f32);
@@ -497,9 +496,9 @@ TEST(WeightOnlyKernels, OneRowCallsSplitIntoDigitRowsOnVnni) {
         EXPECT_EQ(layer.split_digits(), 0) << "no VNNI ISA runs here";
         continue;
       }
-      ASSERT_EQ(layer.split_digits(), bits == 8 ? 3 : 2) << name;
+      ASSERT_EQ(layer.split_digits(), 2) << name;
       const GemmKey key = layer.split_key();
-      EXPECT_EQ(key.activation, bits == 8 ? ActivationKind::s8x3 : ActivationKind::s8x2);
+      EXPECT_EQ(key.activation, ActivationKind::s8x2);
       EXPECT_EQ(key.blocking.mr, layer.split_digits());
       EXPECT_TRUE(key.isa == Isa::avx512_vnni || key.isa == Isa::avx_vnni) << isa_name(key.isa);
       const auto warm = layer.warmup_keys();

@@ -106,10 +106,10 @@ TEST(BlockingSpace, SwigluDefaultsCountBothPanelsOfAUnit) {
   EXPECT_EQ(default_blocking(single).nr, 3);
 }
 
-// Zen 4 (family 19h with AVX-512) reads zmm decode tiles without software prefetch and an
-// integer zmm GEMV as one stream per tile, and gives an int4 / int5 GEMM tile at most two
-// panels (taller tiles) with prefetch; every other CPU, AVX2, int8 and weight-only GEMMs
-// keep the general rule.
+// Zen 4 (family 19h with AVX-512) reads zmm decode tiles without software prefetch (but an
+// int8 split key's one stream 4 KB ahead) and an integer zmm GEMV as one stream per tile, and gives
+// an int4 / int5 GEMM tile at most two panels (taller tiles) with prefetch; every other CPU, AVX2,
+// int8 and weight-only GEMMs keep the general rule.
 TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall) {
   CpuInfo zen4;
   zen4.vendor = "AuthenticAMD";
@@ -149,17 +149,29 @@ TEST(TileStreaming, Zen4DecodeTilesReadWithoutPrefetchAndSubByteGemmTilesAreTall
   GemmKey woq_small = woq;
   woq_small.bucket = MBucket::small;
   EXPECT_EQ(tile_streaming_for(zen4, woq), kZen4GemvStreaming);  // a weight-only GEMV too
-  GemmKey split = small;  // and a one-row call split into digit rows (its bucket: small)
+  // A one-row call split into digit rows (its bucket: small): int8 weights stream one
+  // unit far ahead, ...
+  GemmKey split = small;
   split.activation = ActivationKind::s8x2;
-  EXPECT_EQ(tile_streaming_for(zen4, split), kZen4GemvStreaming);  // 2 x 2048 digit bytes
-  EXPECT_EQ(default_blocking(split).mr, 2);
-  GemmKey wide_split = split;  // 3 x 2048 digit bytes: up to 4 units share each broadcast
-  wide_split.activation = ActivationKind::s8x3;
+  EXPECT_EQ(tile_streaming_for(zen4, split), kZen4Int8SplitStreaming);
+  const Blocking int8_split = default_blocking(split, kZen4Int8SplitStreaming);
+  EXPECT_EQ(int8_split, (Blocking{2, 1, 4, 4096}));
+  GemmKey int8_pair = split;  // ... but not a SwiGLU pair: 2 x 2048 digit bytes, one unit
+  int8_pair.epilogue.swiglu = true;
+  EXPECT_EQ(tile_streaming_for(zen4, int8_pair), kZen4GemvStreaming);
+  GemmKey int4_split = split;  // int4: 2 x 2048 digit bytes, one unit without prefetch
+  int4_split.bits = 4;
+  int4_split.group = 128;
+  EXPECT_EQ(tile_streaming_for(zen4, int4_split), kZen4GemvStreaming);
+  EXPECT_EQ(default_blocking(int4_split).mr, 2);
+  GemmKey wide_split = int4_split;  // 2 x 5632 digit bytes: up to 4 units share each broadcast
+  wide_split.k = wide_split.k_padded = 5632;
   EXPECT_EQ(tile_streaming_for(zen4, wide_split), kZen4WideSplitStreaming);
   EXPECT_EQ(default_blocking(wide_split, kZen4WideSplitStreaming).nr, 4);
-  EXPECT_EQ(default_blocking(wide_split, kZen4WideSplitStreaming).mr, 3);
+  EXPECT_EQ(default_blocking(wide_split, kZen4WideSplitStreaming).mr, 2);
   for (const CpuInfo& other : {zen3, zen5, intel})
-    EXPECT_EQ(tile_streaming_for(other, split), kGeneralDecodeStreaming) << other.family;
+    for (const GemmKey& key : {split, int4_split})
+      EXPECT_EQ(tile_streaming_for(other, key), kGeneralDecodeStreaming) << other.family;
   for (const GemmKey& key : {woq_small, small})
     EXPECT_EQ(tile_streaming_for(zen4, key), kZen4DecodeStreaming) << kernel_name(key);
   // ... summing in four chains there (GemmKey::woq_chains), and nowhere else.
