@@ -227,6 +227,38 @@ TEST(Perplexity, Int8StaysWithinOnePercentOfF32) {
   EXPECT_GT(j["scored_tokens"].get<int>(), 1000);
 }
 
+// --ubatch 1 runs every token through the decode path (one-row kernels, the KV cache read
+// a row at a time): the f32 model scores the text as one call a chunk does, and a
+// weight-only model's decode kernels (split into digit rows on a VNNI ISA) stay as close
+// to f32 as its f32-math kernels.
+TEST(Perplexity, OneTokenACallScoresTheDecodePath) {
+  const std::string base =
+      kQforge + " perplexity -m " + stories() + " -f " + eval_text() + " --ctx 128 -t 2 --json";
+  const auto run = [&](const std::string& flags) {
+    const auto r = test::run_command(base + " " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.output;
+    const auto records = json_lines(r.output);
+    EXPECT_EQ(records.size(), 1u) << r.output;
+    return records.empty() ? nlohmann::json{} : records[0];
+  };
+  const auto whole = run("--quant f32");
+  const auto decode = run("--quant f32 --ubatch 1");
+  ASSERT_FALSE(whole.empty() || decode.empty());
+  EXPECT_EQ(decode["ubatch"].get<int>(), 1);
+  EXPECT_EQ(decode["scored_tokens"], whole["scored_tokens"]);
+  EXPECT_NEAR(decode["perplexity"].get<double>() / whole["perplexity"].get<double>(), 1.0, 1e-5);
+  const auto woq = run("--quant woq-int8 --ubatch 1");
+  const auto woq_f32 = run("--quant woq-int8 --ubatch 1 --woq-math f32");
+  ASSERT_FALSE(woq.empty() || woq_f32.empty());
+  EXPECT_GT(woq["mean_kld"].get<double>(), 0.0);
+  EXPECT_LT(woq["mean_kld"].get<double>(), 0.002);
+  EXPECT_NEAR(woq["mean_kld"].get<double>(), woq_f32["mean_kld"].get<double>(),
+              0.02 * woq_f32["mean_kld"].get<double>());
+  const auto zero = test::run_command(base + " --ubatch 0");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_NE(zero.output.find("--ubatch"), std::string::npos) << zero.output;
+}
+
 TEST(Perplexity, MissingTextFailsNamingTheFile) {
   const auto r =
       test::run_command(kQforge + " perplexity -m " + stories() + " -f /nonexistent.txt");
